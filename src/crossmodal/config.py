@@ -1,0 +1,287 @@
+"""`params.yaml` -> typed, validated, frozen config objects.
+
+Every section is a dataclass; loading walks the YAML and the dataclass fields together, so an unknown or
+mistyped key, a wrong type or an out-of-range value fails at once with one line naming the key path
+(and the nearest valid key). Stages receive config objects; nothing reads `params.yaml` behind their back.
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import os
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .io import InputError
+
+
+# --------------------------------------------------------------------------------------------------
+# sections
+
+
+@dataclass(frozen=True)
+class SplitSizes:
+    train: int = 1500
+    val: int = 250
+    test: int = 250
+
+    def __post_init__(self) -> None:
+        for name in ("train", "val", "test"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1")
+
+
+@dataclass(frozen=True)
+class WorldConfig:
+    """The synthetic image world: rendered scenes, scene graphs and five captions per image."""
+
+    seed: int = 0
+    images: SplitSizes = field(default_factory=SplitSizes)
+    image_size: int = 96
+    min_objects: int = 2
+    max_objects: int = 4
+    shapes: tuple[str, ...] = ("circle", "square", "triangle", "diamond", "cross", "star")
+    colors: tuple[str, ...] = ("red", "green", "blue", "yellow", "purple", "orange", "white", "gray")
+    sizes: tuple[str, ...] = ("small", "large")
+    textures: tuple[str, ...] = ("plain", "striped", "dotted", "checkered")
+    references_per_image: int = 5
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.min_objects <= self.max_objects:
+            raise ValueError("need 1 <= min_objects <= max_objects")
+        if self.image_size < 32:
+            raise ValueError("image_size must be at least 32")
+        if self.references_per_image < 2:
+            raise ValueError("references_per_image must be at least 2 (the human ceiling needs it)")
+
+
+@dataclass(frozen=True)
+class BackboneConfig:
+    """Small CNN + RoI head pretrained on the world's classes and attributes (Faster R-CNN analogue)."""
+
+    seed: int = 0
+    channels: int = 32
+    feature_dim: int = 128
+    roi_size: int = 7
+    epochs: int = 4
+    batch_size: int = 32
+    lr: float = 2e-3
+    background_boxes: int = 2
+
+
+@dataclass(frozen=True)
+class RegionsConfig:
+    """Proposal boxes: jittered ground truth plus distractors, a varying number per image."""
+
+    seed: int = 0
+    jitter: float = 0.1
+    min_distractors: int = 1
+    max_distractors: int = 6
+
+
+@dataclass(frozen=True)
+class CaptionsConfig:
+    min_word_count: int = 5
+    max_length: int = 16
+
+
+@dataclass(frozen=True)
+class EvaluationConfig:
+    beam_size: int = 3
+    max_length: int = 16
+    batch_size: int = 100
+    qualitative_examples: int = 8
+
+
+@dataclass(frozen=True)
+class ScheduledSamplingConfig:
+    start_epoch: int = -1  # -1: off
+    increase_every: int = 5
+    increase_prob: float = 0.05
+    max_prob: float = 0.25
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    seed: int = 0
+    epochs: int = 10
+    batch_size: int = 50
+    optimizer: str = "adam"
+    lr: float = 5e-4
+    betas: tuple[float, float] = (0.9, 0.999)
+    weight_decay: float = 0.0
+    schedule: str = "step"  # step | noam | constant
+    step_size: int = 3  # step: decay every this many epochs
+    gamma: float = 0.8  # step: decay factor
+    warmup_steps: int = 10000  # noam
+    noam_factor: float = 1.0  # noam: lr = factor * model_size^-0.5 * min(s^-0.5, s * warmup^-1.5); `lr` unused
+    noam_model_size: int = 1024  # noam
+    grad_clip: float = 0.1  # clip by value (the Up-Down/AoANet codes) or by norm, see grad_clip_mode
+    grad_clip_mode: str = "value"  # value | norm
+    label_smoothing: float = 0.0
+    scheduled_sampling: ScheduledSamplingConfig = field(default_factory=ScheduledSamplingConfig)
+
+    def __post_init__(self) -> None:
+        if self.schedule not in ("step", "noam", "constant"):
+            raise ValueError(f"schedule must be step, noam or constant, not {self.schedule!r}")
+        if self.optimizer not in ("adam", "adamw", "sgd"):
+            raise ValueError(f"optimizer must be adam, adamw or sgd, not {self.optimizer!r}")
+        if self.grad_clip_mode not in ("value", "norm"):
+            raise ValueError(f"grad_clip_mode must be value or norm, not {self.grad_clip_mode!r}")
+        if self.epochs < 1 or self.batch_size < 1:
+            raise ValueError("epochs and batch_size must be at least 1")
+
+
+@dataclass(frozen=True)
+class VariantConfig:
+    """One trained system: a registered model name, its arguments, and its training recipe."""
+
+    model: str
+    model_args: dict = field(default_factory=dict)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+
+@dataclass(frozen=True)
+class Config:
+    profile: str = "synthetic"
+    world: WorldConfig = field(default_factory=WorldConfig)
+    backbone: BackboneConfig = field(default_factory=BackboneConfig)
+    regions: RegionsConfig = field(default_factory=RegionsConfig)
+    captions: CaptionsConfig = field(default_factory=CaptionsConfig)
+    evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
+    variants: dict[str, VariantConfig] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------------------------------
+# loading
+
+
+def _suggest(key: str, allowed: list[str]) -> str:
+    close = difflib.get_close_matches(key, allowed, n=1)
+    return f" (did you mean '{close[0]}'?)" if close else f" (allowed: {', '.join(allowed)})"
+
+
+def _convert(value: Any, tp: Any, where: str) -> Any:
+    origin = typing.get_origin(tp)
+    if dataclasses.is_dataclass(tp):
+        return build(tp, value, where)
+    if tp is Any:
+        return value
+    if origin in (typing.Union, types.UnionType):
+        options = typing.get_args(tp)
+        if value is None and type(None) in options:
+            return None
+        return _convert(value, next(o for o in options if o is not type(None)), where)
+    if origin is dict or tp is dict:
+        if not isinstance(value, dict):
+            raise InputError(f"params.yaml: '{where}' must be a mapping, got {type(value).__name__}")
+        args = typing.get_args(tp)
+        if not args:
+            return dict(value)
+        return {k: _convert(v, args[1], f"{where}.{k}") for k, v in value.items()}
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            raise InputError(f"params.yaml: '{where}' must be a list, got {type(value).__name__}")
+        args = typing.get_args(tp)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_convert(v, args[0], f"{where}[{i}]") for i, v in enumerate(value))
+        if len(value) != len(args):
+            raise InputError(f"params.yaml: '{where}' must have {len(args)} entries, got {len(value)}")
+        return tuple(_convert(v, a, f"{where}[{i}]") for i, (v, a) in enumerate(zip(value, args)))
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise InputError(f"params.yaml: '{where}' must be a number, got {value!r}")
+        return float(value)
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InputError(f"params.yaml: '{where}' must be an integer, got {value!r}")
+        return value
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise InputError(f"params.yaml: '{where}' must be true or false, got {value!r}")
+        return value
+    if tp is str:
+        if not isinstance(value, str):
+            raise InputError(f"params.yaml: '{where}' must be a string, got {value!r}")
+        return value
+    raise TypeError(f"unsupported config type {tp!r} at {where}")
+
+
+def build(cls: type, data: Any, where: str = "") -> Any:
+    """Build dataclass `cls` from a mapping, rejecting unknown keys and wrong types by key path."""
+    label = where or "(top level)"
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise InputError(f"params.yaml: '{label}' must be a mapping, got {type(data).__name__}")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    kwargs = {}
+    for key, value in data.items():
+        path = f"{where}.{key}" if where else str(key)
+        if key not in fields:
+            raise InputError(f"params.yaml: unknown key '{path}'{_suggest(str(key), list(fields))}")
+        kwargs[key] = _convert(value, hints[key], path)
+    missing = [
+        name for name, f in fields.items()
+        if name not in kwargs and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    ]
+    if missing:
+        raise InputError(f"params.yaml: '{label}' is missing required key '{missing[0]}'")
+    try:
+        return cls(**kwargs)
+    except ValueError as err:
+        raise InputError(f"params.yaml: '{label}': {err}") from None
+
+
+def repo_root() -> Path:
+    """The repository root: DVC_ROOT when DVC runs us, else the nearest parent holding dvc.yaml."""
+    env = os.environ.get("DVC_ROOT")
+    if env:
+        return Path(env).resolve()
+    here = Path.cwd().resolve()
+    for candidate in (here, *here.parents):
+        if (candidate / "dvc.yaml").is_file():
+            return candidate
+    return here
+
+
+def load(path: str | os.PathLike | None = None) -> Config:
+    path = Path(path) if path is not None else repo_root() / "params.yaml"
+    if not path.is_file():
+        raise InputError(f"missing parameter file: {path}")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        raise InputError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from None
+    return build(Config, data)
+
+
+def to_dict(obj: Any) -> Any:
+    """Plain nested dict/list view of a config object (for logging and hashing)."""
+    if dataclasses.is_dataclass(obj):
+        return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, dict):
+        return {k: to_dict(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_dict(v) for v in obj]
+    return obj
+
+
+def flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
+    """`{'a': {'b': 1}}` -> `{'a.b': 1}`; lists are kept as values."""
+    plain = to_dict(obj)
+    out: dict[str, Any] = {}
+    if isinstance(plain, dict):
+        for k, v in plain.items():
+            key = f"{prefix}.{k}" if prefix else str(k)
+            if isinstance(v, dict) and v:
+                out.update(flatten(v, key))
+            else:
+                out[key] = v
+    return out

@@ -1,0 +1,64 @@
+"""Atomic file output and the project's one error type for bad input.
+
+Every stage writes through `atomic_path`: the data go to a temporary sibling that is renamed over the
+target only once complete, so a killed stage never leaves a half-written file that a later stage (or
+DVC's cache) would accept.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator
+
+
+class InputError(Exception):
+    """Bad input (params, data files): the CLI prints it as one line and exits non-zero."""
+
+
+@contextlib.contextmanager
+def atomic_path(target: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
+    """Yield a temporary path beside `target`; rename it onto `target` when the block succeeds.
+
+    Works for files and for directories (the caller creates the directory at the yielded path).
+    On error the temporary is removed and `target` is left as it was.
+    """
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix + ".tmp", dir=target.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    tmp.unlink()
+    try:
+        yield tmp
+        if target.is_dir() and not target.is_symlink():
+            shutil.rmtree(target)
+        os.replace(tmp, target)
+    finally:
+        if tmp.is_dir():
+            shutil.rmtree(tmp, ignore_errors=True)
+        elif tmp.exists():
+            tmp.unlink()
+
+
+def write_json(path: str | os.PathLike, obj: Any, indent: int | None = 2) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(obj, indent=indent) + "\n", encoding="utf-8")
+
+
+def write_text(path: str | os.PathLike, text: str) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"missing file: {path}")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise InputError(f"{path}: not valid JSON ({err.msg} at line {err.lineno})") from None
