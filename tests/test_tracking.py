@@ -1,0 +1,80 @@
+"""MLflow logging: absolute SQLite URI under the repo root, tags, batched metrics, artifacts, concurrency."""
+import multiprocessing as mp
+from pathlib import Path
+
+import pytest
+
+from crossmodal import tracking
+
+
+@pytest.fixture
+def repo(tmp_path, monkeypatch):
+    (tmp_path / "dvc.yaml").write_text("stages: {}\n")
+    monkeypatch.setenv("DVC_ROOT", str(tmp_path))
+    monkeypatch.setenv("DVC_EXP_NAME", "exp-test")
+    return tmp_path
+
+
+def test_queued_experiment_copy_logs_to_the_real_repository(tmp_path, monkeypatch):
+    copy = tmp_path / ".dvc" / "tmp" / "exps" / "tmpabc123"
+    copy.mkdir(parents=True)
+    monkeypatch.setenv("DVC_ROOT", str(copy))
+    assert tracking.tracking_root() == tmp_path
+    assert tracking.tracking_uri() == f"sqlite:///{tmp_path / 'mlflow.db'}"
+
+
+def test_run_logs_params_metrics_tags_and_artifacts(repo):
+    from mlflow.tracking import MlflowClient
+
+    artifact = repo / "predictions.json"
+    artifact.write_text('[{"image_id": 1, "caption": "a red circle"}]')
+    with tracking.Run("train@updown", {"lr": 0.001, "epochs": 3}) as run:
+        for epoch in (1, 2, 3):
+            run.log_metrics({"train_loss": 1.0 / epoch, "val_CIDEr": 0.1 * epoch}, step=epoch)
+        run.log_metrics({"test_SPICE": None, "test_CIDEr": 0.5})
+        run.log_artifact(artifact)
+    client = MlflowClient(tracking.tracking_uri())
+    data = client.get_run(run.run_id)
+    assert data.info.status == "FINISHED"
+    assert data.data.params == {"lr": "0.001", "epochs": "3"}
+    assert data.data.tags["dvc.stage"] == "train@updown"
+    assert data.data.tags["dvc.exp_name"] == "exp-test"
+    assert "git.commit" in data.data.tags
+    assert [m.value for m in client.get_metric_history(run.run_id, "val_CIDEr")] == pytest.approx([0.1, 0.2, 0.3])
+    assert "test_SPICE" not in data.data.metrics and data.data.metrics["test_CIDEr"] == 0.5
+    location = client.get_experiment(data.info.experiment_id).artifact_location
+    assert location == (repo / "mlartifacts" / tracking.EXPERIMENT).as_uri()
+    assert [f.path for f in client.list_artifacts(run.run_id)] == ["predictions.json"]
+
+
+def test_failed_stage_marks_run_failed(repo):
+    from mlflow.tracking import MlflowClient
+
+    with pytest.raises(RuntimeError):
+        with tracking.Run("train@x", {}) as run:
+            raise RuntimeError("boom")
+    assert MlflowClient(tracking.tracking_uri()).get_run(run.run_id).info.status == "FAILED"
+
+
+def _log_one(root: str, name: str) -> None:
+    import os
+
+    os.environ["DVC_ROOT"] = root
+    with tracking.Run(f"train@{name}", {"name": name}) as run:
+        run.log_metrics({"x": 1.0})
+
+
+def test_two_processes_creating_the_database_at_once_both_log(repo):
+    from mlflow.tracking import MlflowClient
+
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_log_one, args=(str(repo), n)) for n in ("a", "b")]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    assert all(p.exitcode == 0 for p in procs)
+    client = MlflowClient(tracking.tracking_uri())
+    exp = client.get_experiment_by_name(tracking.EXPERIMENT)
+    names = sorted(r.data.params["name"] for r in client.search_runs([exp.experiment_id]))
+    assert names == ["a", "b"]
