@@ -1,0 +1,543 @@
+"""Paper tables as data, and the builder that puts our numbers beside the paper's, cell by cell.
+
+Each results table of a paper is transcribed once into `reports/paper_tables/<id>.yaml` (this package's
+`paper_tables/`). Keeping the paper's numbers as data, not code, lets the loader check the transcription
+strictly and lets one small builder render every table the same honest way: paper and ours side by side,
+the data profile named in the header, cited rows kept, missing results shown as "pending", never a number.
+
+YAML format (every key below is the complete set; anything else is an error)::
+
+    id: xlan_table3                    # must equal the file stem; names the outputs <id>.md / <id>.csv
+    paper: "X-Linear Attention Networks for Image Captioning (Pan et al., CVPR 2020)"
+    source:
+      table: "Table 3"                 # the paper's table number
+      caption: "Ablation study on ..." # the paper's caption text
+    dataset: COCO                      # the paper's data, named in "synthetic data, not COCO"
+    unit: "%"                          # unit of the paper's values
+    scale: 100                         # paper value = our value x scale (our BLEU etc. are fractions)
+    decimals: 1                        # optional (default 1): decimals of our rendered values
+    note: "..."                        # optional, printed under the header
+    label_fields:                      # optional (default: one field {key: model, label: Model})
+      - {key: encoder, label: "Image Encoder"}
+      - {key: decoder, label: "Sentence Decoder"}
+    column_groups:                     # optional, e.g. Table 1's two training regimes
+      - {id: xe, label: "Cross-Entropy Loss", short: "XE"}
+    columns:
+      - key: BLEU-4                    # our metric key, looked up in the metrics JSON's "test"
+        label: "B@4"                   # the paper's column label
+        group: xe                      # optional: a column_groups id
+        server_only: false             # optional: only a test server computes it (ours: "server only")
+        scale: 100                     # optional: overrides the table's scale for this column
+    reference_points: reference_points.json   # optional: add our constant-caption / human-ceiling rows
+    data_profile: data_profile.json    # optional (this default): the metrics-dir file naming our data
+    sections:
+      - name: "Single model"           # e.g. "Single model", "Ensemble"
+        rows:
+          - label: {encoder: "Faster R-CNN", decoder: "LSTM + X-Linear attention"}  # a plain string
+                                       #   when the table has a single label field
+            values: {BLEU-4: 36.6, ...}  # every column id exactly once; null where the paper has none
+            variant: xlan_dec          # our trained variant filling the row; with column groups also
+                                       #   a mapping {group id: variant}
+            cited: true                # instead of variant: another system that we do not train
+            note: "..."                # optional footnote, or a list of them
+
+A column's id is its key, or `<group>:<key>` when it belongs to a group; row `values` and the CSV
+columns `<id>_paper` / `<id>_ours` use that id.
+
+Inputs of the builder, in `metrics_dir`: `<variant>.json` = {"variant", "test": {metric: value or null,
+"<metric>_status": why null, ...}, ...}; `reference_points.json` = {"<name>": {"test": {...}, optional
+"caption", "note"}}; `data_profile.json` = {"profile", "synthetic", "<unit>": {"train", "val", "test"}
+counts, "seed", ...}.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from crossmodal.io import InputError, read_json, write_text
+
+REFERENCE_LABELS = {"constant_caption": "Constant caption", "human_ceiling": "Human ceiling"}
+REFERENCE_HEADING = "Reference points (ours, same test split)"
+
+
+@dataclass(frozen=True)
+class LabelField:
+    key: str
+    label: str
+
+
+@dataclass(frozen=True)
+class ColumnGroup:
+    id: str
+    label: str
+    short: str
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str
+    label: str
+    group: str | None = None
+    server_only: bool = False
+    scale: float | None = None
+
+    @property
+    def id(self) -> str:
+        return self.key if self.group is None else f"{self.group}:{self.key}"
+
+
+@dataclass(frozen=True)
+class Row:
+    labels: dict[str, str]
+    values: dict[str, float | None]
+    variant: str | dict[str, str] | None
+    cited: bool
+    notes: tuple[str, ...] = ()
+
+    def variant_for(self, column: Column) -> str | None:
+        if isinstance(self.variant, dict):
+            return self.variant.get(column.group or "")
+        return self.variant
+
+    def variants(self) -> list[str]:
+        if isinstance(self.variant, dict):
+            return list(self.variant.values())
+        return [self.variant] if self.variant else []
+
+
+@dataclass(frozen=True)
+class Section:
+    name: str
+    rows: tuple[Row, ...]
+
+
+@dataclass(frozen=True)
+class PaperTable:
+    id: str
+    paper: str
+    source_table: str
+    caption: str
+    dataset: str
+    unit: str
+    scale: float
+    decimals: int
+    note: str | None
+    label_fields: tuple[LabelField, ...]
+    column_groups: tuple[ColumnGroup, ...]
+    columns: tuple[Column, ...]
+    sections: tuple[Section, ...]
+    reference_points: str | None
+    data_profile: str
+
+    @property
+    def rows(self) -> list[Row]:
+        return [row for section in self.sections for row in section.rows]
+
+
+# ---------------------------------------------------------------- loading and validation
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that rejects duplicate keys: a repeated column in a row would silently drop a number."""
+
+
+def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+        seen.add(key)
+    return loader.construct_mapping(node, deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def _mapping(obj: Any, where: str, required: tuple[str, ...], optional: tuple[str, ...] = ()) -> dict:
+    if not isinstance(obj, dict):
+        raise InputError(f"{where}: expected a mapping, got {type(obj).__name__}")
+    unknown = sorted(str(k) for k in obj if k not in required and k not in optional)
+    if unknown:
+        raise InputError(f"{where}: unknown key(s) {', '.join(unknown)}")
+    missing = [k for k in required if k not in obj]
+    if missing:
+        raise InputError(f"{where}: missing key(s) {', '.join(missing)}")
+    return obj
+
+
+def _text(obj: Any, where: str) -> str:
+    if not isinstance(obj, str) or not obj.strip():
+        raise InputError(f"{where}: expected a non-empty string, got {obj!r}")
+    return obj.strip()
+
+
+def _number(obj: Any, where: str) -> float:
+    if isinstance(obj, bool) or not isinstance(obj, (int, float)) or not math.isfinite(obj):
+        raise InputError(f"{where}: expected a number, got {obj!r}")
+    return float(obj)
+
+
+def _list(obj: Any, where: str) -> list:
+    if not isinstance(obj, list) or not obj:
+        raise InputError(f"{where}: expected a non-empty list")
+    return obj
+
+
+def _unique(ids: list[str], where: str, what: str) -> None:
+    dup = sorted({i for i in ids if ids.count(i) > 1})
+    if dup:
+        raise InputError(f"{where}: duplicate {what} {', '.join(dup)}")
+
+
+def load_table(path: str | os.PathLike) -> PaperTable:
+    """Read and strictly validate one transcribed paper table."""
+    path = Path(path)
+    try:
+        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_StrictLoader)
+    except FileNotFoundError:
+        raise InputError(f"missing file: {path}") from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        at = f" at line {mark.line + 1}" if mark is not None else ""
+        raise InputError(f"{path}: not valid YAML ({getattr(err, 'problem', None) or err}{at})") from None
+    top = _mapping(raw, str(path),
+                   ("id", "paper", "source", "dataset", "unit", "scale", "columns", "sections"),
+                   ("decimals", "note", "label_fields", "column_groups", "reference_points", "data_profile"))
+    table_id = _text(top["id"], f"{path}: id")
+    if table_id != path.stem:
+        raise InputError(f"{path}: id {table_id!r} differs from the file name {path.stem!r}")
+    source = _mapping(top["source"], f"{path}: source", ("table", "caption"))
+    decimals = top.get("decimals", 1)
+    if isinstance(decimals, bool) or not isinstance(decimals, int) or not 0 <= decimals <= 4:
+        raise InputError(f"{path}: decimals must be an integer 0..4, got {decimals!r}")
+
+    label_fields = []
+    for i, f in enumerate(_list(top.get("label_fields", [{"key": "model", "label": "Model"}]), f"{path}: label_fields")):
+        f = _mapping(f, f"{path}: label_fields[{i}]", ("key", "label"))
+        label_fields.append(LabelField(_text(f["key"], f"{path}: label_fields[{i}].key"),
+                                       _text(f["label"], f"{path}: label_fields[{i}].label")))
+    _unique([f.key for f in label_fields], f"{path}: label_fields", "key(s)")
+
+    groups = []
+    for i, g in enumerate(top.get("column_groups") or []):
+        g = _mapping(g, f"{path}: column_groups[{i}]", ("id", "label", "short"))
+        groups.append(ColumnGroup(*(_text(g[k], f"{path}: column_groups[{i}].{k}") for k in ("id", "label", "short"))))
+    group_ids = [g.id for g in groups]
+    _unique(group_ids, f"{path}: column_groups", "id(s)")
+
+    columns = []
+    for i, c in enumerate(_list(top["columns"], f"{path}: columns")):
+        where = f"{path}: columns[{i}]"
+        c = _mapping(c, where, ("key", "label"), ("group", "server_only", "scale"))
+        group = c.get("group")
+        if group is not None and group not in group_ids:
+            raise InputError(f"{where}: group {group!r} is not declared in column_groups")
+        if not isinstance(c.get("server_only", False), bool):
+            raise InputError(f"{where}: server_only must be true or false")
+        scale = c.get("scale")
+        columns.append(Column(_text(c["key"], f"{where}.key"), _text(c["label"], f"{where}.label"), group,
+                              c.get("server_only", False), None if scale is None else _number(scale, f"{where}.scale")))
+    _unique([c.id for c in columns], f"{path}: columns", "column id(s)")
+
+    sections = []
+    for s_i, s in enumerate(_list(top["sections"], f"{path}: sections")):
+        s = _mapping(s, f"{path}: sections[{s_i}]", ("name", "rows"))
+        name = _text(s["name"], f"{path}: sections[{s_i}].name")
+        rows = tuple(_load_row(r, f"{path}: section {name!r} row {r_i + 1}", label_fields, columns, group_ids)
+                     for r_i, r in enumerate(_list(s["rows"], f"{path}: section {name!r} rows")))
+        sections.append(Section(name, rows))
+
+    reference_points = top.get("reference_points")
+    return PaperTable(
+        id=table_id, paper=_text(top["paper"], f"{path}: paper"),
+        source_table=_text(source["table"], f"{path}: source.table"),
+        caption=" ".join(_text(source["caption"], f"{path}: source.caption").split()),
+        dataset=_text(top["dataset"], f"{path}: dataset"), unit=_text(top["unit"], f"{path}: unit"),
+        scale=_number(top["scale"], f"{path}: scale"), decimals=decimals,
+        note=None if top.get("note") is None else _text(top["note"], f"{path}: note"),
+        label_fields=tuple(label_fields), column_groups=tuple(groups), columns=tuple(columns), sections=tuple(sections),
+        reference_points=None if reference_points is None else _text(reference_points, f"{path}: reference_points"),
+        data_profile=_text(top.get("data_profile", "data_profile.json"), f"{path}: data_profile"),
+    )
+
+
+def _load_row(raw: Any, where: str, label_fields: tuple[LabelField, ...], columns: list[Column],
+              group_ids: list[str]) -> Row:
+    if isinstance(raw, dict) and isinstance(raw.get("label"), (str, dict)):  # name the row in every message
+        label = raw["label"]
+        where += f" ({label if isinstance(label, str) else ' | '.join(map(str, label.values()))})"
+    raw = _mapping(raw, where, ("label", "values"), ("variant", "cited", "note"))
+    label = raw["label"]
+    keys = [f.key for f in label_fields]
+    if isinstance(label, str) and len(keys) == 1:
+        labels = {keys[0]: _text(label, f"{where}: label")}
+    else:
+        label = _mapping(label, f"{where}: label", tuple(keys))
+        labels = {k: _text(label[k], f"{where}: label.{k}") for k in keys}
+
+    values_raw = _mapping(raw["values"], f"{where}: values", tuple(c.id for c in columns))
+    values = {cid: None if v is None else _number(v, f"{where}: values.{cid}") for cid, v in values_raw.items()}
+
+    cited = raw.get("cited", False)
+    if not isinstance(cited, bool):
+        raise InputError(f"{where}: cited must be true or false, got {cited!r}")
+    variant = raw.get("variant")
+    if cited and variant is not None:
+        raise InputError(f"{where}: a row is either cited or filled by a variant, not both")
+    if not cited and variant is None:
+        raise InputError(f"{where}: needs 'variant: <name>' or 'cited: true'")
+    if isinstance(variant, dict) and group_ids:
+        if not variant:
+            raise InputError(f"{where}: variant mapping is empty")
+        variant = {g: _text(v, f"{where}: variant.{g}") for g, v in _mapping(variant, f"{where}: variant", (),
+                                                                              tuple(group_ids)).items()}
+    elif variant is not None:
+        variant = _text(variant, f"{where}: variant")
+    note = raw.get("note", [])
+    notes = tuple(" ".join(_text(n, f"{where}: note").split()) for n in (note if isinstance(note, list) else [note]))
+    return Row(labels, values, variant, cited, notes)
+
+
+def load_tables(paper_tables_dir: str | os.PathLike) -> list[PaperTable]:
+    """All `*.yaml` tables of a directory, in file-name order (so outputs are deterministic)."""
+    paths = sorted(Path(paper_tables_dir).glob("*.yaml"))
+    if not paths:
+        raise InputError(f"{paper_tables_dir}: no paper tables (*.yaml)")
+    return [load_table(p) for p in paths]
+
+
+# ---------------------------------------------------------------- our results
+
+
+def _profile_line(profile: Any, path: Path, dataset: str) -> str:
+    """The header line that says, prominently, what data our numbers come from."""
+    if not isinstance(profile, dict) or "profile" not in profile or "synthetic" not in profile:
+        raise InputError(f"{path}: expected an object with 'profile' and 'synthetic'")
+    name = _text(profile["profile"], f"{path}: profile")
+    if not isinstance(profile["synthetic"], bool):
+        raise InputError(f"{path}: synthetic must be true or false")
+    parts = [f"{c['train']}/{c['val']}/{c['test']} {unit}" for unit, c in profile.items()
+             if isinstance(c, dict) and {"train", "val", "test"} <= c.keys()]
+    if "seed" in profile:
+        parts.append(f"seed {profile['seed']}")
+    line = f"Reproduced on: {name}" + (f" ({', '.join(parts)})" if parts else "")
+    if profile["synthetic"]:
+        line += f" — synthetic data, not {dataset}: compare orderings, not absolute values"
+    return f"**{line}**"
+
+
+class _Results:
+    """Our test metrics per variant, read once; None for a variant that is pending."""
+
+    def __init__(self, metrics_dir: Path, registered: set[str]):
+        self.metrics_dir, self.registered, self._cache = metrics_dir, registered, {}
+
+    def test(self, variant: str) -> dict | None:
+        if variant not in self._cache:
+            path = self.metrics_dir / f"{variant}.json"
+            if variant not in self.registered or not path.is_file():
+                self._cache[variant] = None
+            else:
+                data = read_json(path)
+                if not isinstance(data, dict) or not isinstance(data.get("test"), dict):
+                    raise InputError(f"{path}: expected an object with a 'test' metrics mapping")
+                if data.get("variant", variant) != variant:
+                    raise InputError(f"{path}: names variant {data['variant']!r}, expected {variant!r}")
+                self._cache[variant] = data["test"]
+        return self._cache[variant]
+
+
+def _our_value(test: dict, key: str, where: str) -> float | None:
+    if key not in test:
+        raise InputError(f"{where}: test metrics lack {key!r}")
+    return None if test[key] is None else _number(test[key], f"{where}: test.{key}")
+
+
+# ---------------------------------------------------------------- rendering
+
+
+class _Footnotes:
+    """GitHub-style footnotes, numbered in order of first use and shared by identical texts."""
+
+    def __init__(self):
+        self.texts: list[str] = []
+
+    def mark(self, text: str) -> str:
+        if text not in self.texts:
+            self.texts.append(text)
+        return f"[^{self.texts.index(text) + 1}]"
+
+    def lines(self) -> list[str]:
+        return [f"[^{i + 1}]: {t}" for i, t in enumerate(self.texts)]
+
+
+def _fmt(value: float, decimals: int) -> str:
+    return f"{value:.{decimals}f}"
+
+
+def _csv_num(value: float | None) -> str:
+    return "" if value is None else repr(round(value, 4))
+
+
+def _md_row(cells: list[str]) -> str:
+    return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+
+@dataclass(frozen=True)
+class BuiltTable:
+    markdown: str
+    csv: str
+    counts: dict[str, int]  # reproduced / pending / cited row counts
+
+
+def build_table(table: PaperTable, metrics_dir: str | os.PathLike, registered_variants: set[str]) -> BuiltTable:
+    """Render one table (Markdown and CSV text) from the transcription and our metrics files."""
+    metrics_dir = Path(metrics_dir)
+    results = _Results(metrics_dir, set(registered_variants))
+    notes = _Footnotes()
+    n_labels = len(table.label_fields)
+    scale = {c.id: table.scale if c.scale is None else c.scale for c in table.columns}
+    short = {g.id: g.short for g in table.column_groups}
+    header = [f.label for f in table.label_fields]
+    csv_header = ["section"] + [f.key for f in table.label_fields] + ["kind", "variant"]
+    for c in table.columns:
+        prefix = f"{short[c.group]} " if c.group else ""
+        header += [f"{prefix}{c.label} paper", f"{prefix}{c.label} ours"]
+        csv_header += [f"{c.id}_paper", f"{c.id}_ours"]
+    md_rows, csv_rows = [], []
+    counts = {"reproduced": 0, "pending": 0, "cited": 0}
+
+    def our_cell(test: dict | None, c: Column, where: str) -> tuple[str, float | None]:
+        """Markdown text and CSV number for one of our cells."""
+        if c.server_only:
+            return "server only", None
+        if test is None:
+            return "pending", None
+        value = _our_value(test, c.key, where)
+        if value is None:
+            status = test.get(f"{c.key}_status") or "not computed"
+            return "n/a" + notes.mark(f"{c.key} unavailable: {status}"), None
+        return _fmt(value * scale[c.id], table.decimals), value * scale[c.id]
+
+    def heading(text: str) -> None:
+        md_rows.append(_md_row([f"**{text}**"] + [""] * (len(header) - 1)))
+
+    for section in table.sections:
+        if len(table.sections) > 1:
+            heading(section.name)
+        for row in section.rows:
+            labels = [row.labels[f.key] for f in table.label_fields]
+            labels[0] += "".join(notes.mark(n) for n in row.notes)
+            for name in row.variants():
+                if name not in results.registered:
+                    labels[0] += notes.mark(f"variant `{name}` is not registered in params.yaml yet")
+            if row.cited:
+                kind = "cited"
+            else:
+                kind = "reproduced" if all(results.test(v) is not None for v in row.variants()) else "pending"
+            counts[kind] += 1
+            cells, numbers = [], []
+            for c in table.columns:
+                paper = row.values[c.id]
+                paper_text = "-" if paper is None else _fmt(paper, max(table.decimals, _decimals_of(paper)))
+                if row.cited:
+                    ours, ours_num = "cited", None
+                else:
+                    variant = row.variant_for(c)
+                    test = results.test(variant) if variant else None
+                    ours, ours_num = our_cell(test, c, str(metrics_dir / f"{variant}.json"))
+                cells += [paper_text, ours]
+                numbers += [_csv_num(paper), _csv_num(ours_num)]
+            md_rows.append(_md_row(labels + cells))
+            variant_text = (";".join(f"{g}={v}" for g, v in row.variant.items()) if isinstance(row.variant, dict)
+                            else row.variant or "")
+            csv_rows.append([section.name] + [row.labels[f.key] for f in table.label_fields]
+                            + [kind, variant_text] + numbers)
+
+    if table.reference_points:
+        ref_path = metrics_dir / table.reference_points
+        refs = read_json(ref_path)
+        if not isinstance(refs, dict) or not refs:
+            raise InputError(f"{ref_path}: expected a non-empty object of reference points")
+        heading(REFERENCE_HEADING)
+        for name, point in refs.items():
+            where = f"{ref_path}: {name}"
+            point = _mapping(point, where, ("test",), ("caption", "note", "label"))
+            if not isinstance(point["test"], dict):
+                raise InputError(f"{where}: test must be a metrics mapping")
+            plain = _text(point.get("label") or REFERENCE_LABELS.get(name, name), where + ": label")
+            label = plain
+            if "caption" in point:
+                label += notes.mark(f'{plain}: the same sentence for every test image, '
+                                    f'"{_text(point["caption"], where + ": caption")}".')
+            if point.get("note"):
+                label += notes.mark(_text(point["note"], where + ": note"))
+            cells, numbers = [], []
+            for c in table.columns:
+                ours, ours_num = our_cell(point["test"], c, where)
+                cells += ["", ours]
+                numbers += ["", _csv_num(ours_num)]
+            md_rows.append(_md_row([label] + [""] * (n_labels - 1) + cells))
+            csv_rows.append([REFERENCE_HEADING, plain] + [""] * (n_labels - 1)
+                            + ["reference", ""] + numbers)
+
+    profile_path = metrics_dir / table.data_profile
+    lines = [
+        f"# {table.id}: {table.source_table} of {table.paper}",
+        "",
+        _profile_line(read_json(profile_path), profile_path, table.dataset),
+        "",
+        f"Source: {table.source_table}. {table.caption}",
+        "",
+        f"Paper values as printed ({table.unit}); ours = our test-split value × {table.scale:g}. "
+        '"pending": not trained yet; "cited": another system, not retrained here.',
+    ]
+    if table.note:
+        lines += ["", table.note]
+    if table.column_groups:
+        lines += ["", "; ".join(f"{g.short} = {g.label}" for g in table.column_groups) + "."]
+    lines += ["", _md_row(header), "|" + "---|" * len(header), *md_rows]
+    if notes.texts:
+        lines += ["", *notes.lines()]
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(csv_header)
+    writer.writerows(csv_rows)
+    return BuiltTable("\n".join(lines) + "\n", buf.getvalue(), counts)
+
+
+def _decimals_of(value: float) -> int:
+    """Decimals the paper printed (e.g. 70.04 keeps 2), so a transcribed number is never re-rounded."""
+    text = repr(value)
+    return len(text.split(".")[1]) if "." in text and "e" not in text else 0
+
+
+def build_all(paper_tables_dir: Path, metrics_dir: Path, registered_variants: set[str], out_dir: Path,
+              index_path: Path) -> list[Path]:
+    """Write `<id>.md` and `<id>.csv` for every transcribed table, and the index; return the paths written."""
+    tables = load_tables(paper_tables_dir)
+    out_dir, index_path = Path(out_dir), Path(index_path)
+    built = [(t, build_table(t, metrics_dir, registered_variants)) for t in tables]  # all checked before writing
+    written = []
+    index = ["# Reproduced tables", "",
+             "Each table sets the paper's numbers and ours side by side; its header names the data we ran on.", "",
+             "| Table | Source | Paper | Reproduced | Pending | Cited |", "|---|---|---|---|---|---|"]
+    for table, result in built:
+        md_path, csv_path = out_dir / f"{table.id}.md", out_dir / f"{table.id}.csv"
+        write_text(md_path, result.markdown)
+        write_text(csv_path, result.csv)
+        written += [md_path, csv_path]
+        link = Path(os.path.relpath(md_path, index_path.parent)).as_posix()
+        c = result.counts
+        index.append(_md_row([f"[{table.id}]({link})", table.source_table, table.paper,
+                              str(c["reproduced"]), str(c["pending"]), str(c["cited"])]))
+    write_text(index_path, "\n".join(index) + "\n")
+    return written + [index_path]
