@@ -1,0 +1,174 @@
+"""`python -m crossmodal <command>`: one command per DVC stage kind.
+
+Each command loads and validates params.yaml, runs its stage, and writes its outputs atomically. Bad input
+(params, missing or corrupt files) prints one line `error: ...` and exits with status 2. Heavy modules are
+imported inside the commands so that every stage starts quickly.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from . import config as config_mod
+from . import paths
+from .io import InputError, write_json, write_text
+
+
+def _progress() -> bool:
+    return os.environ.get("CROSSMODAL_PROGRESS", "1") != "0"
+
+
+def _set_threads() -> None:
+    import torch
+
+    torch.set_num_threads(int(os.environ.get("CROSSMODAL_THREADS", min(2, os.cpu_count() or 1))))
+
+
+def cmd_synthesize(cfg, root: Path, args) -> None:
+    from .worlds.image_world import generate
+
+    summary = generate(cfg.world, root / paths.WORLD, progress=_progress())
+    write_json(root / paths.METRICS / "data_profile.json", {
+        "profile": "synthetic image world",
+        "synthetic": True,
+        "images": config_mod.to_dict(cfg.world.images),
+        "image_size": cfg.world.image_size,
+        "seed": cfg.world.seed,
+        "summary": summary,
+    })
+
+
+def cmd_prepro_captions(cfg, root: Path, args) -> None:
+    from .data.captions import preprocess
+
+    summary = preprocess(cfg.captions, root / paths.DATASET_JSON, root / paths.CAPTIONS)
+    print(json.dumps(summary))
+
+
+def cmd_pretrain_backbone(cfg, root: Path, args) -> None:
+    from .features.backbone import pretrain
+    from .tracking import Run
+
+    _set_threads()
+    with Run("pretrain_backbone", config_mod.flatten(cfg.backbone, "backbone")) as run:
+        result = pretrain(cfg.backbone, root / paths.WORLD, root / paths.BACKBONE, progress=_progress())
+        for epoch, loss in enumerate(result.get("train_loss", []), 1):
+            run.log_metrics({"train_loss": loss}, step=epoch)
+        run.log_metrics({f"val_accuracy_{k}": v for k, v in result["accuracy"].items()})
+        write_json(root / paths.METRICS / "backbone.json", {"mlflow_run_id": run.run_id, **result})
+
+
+def cmd_extract_regions(cfg, root: Path, args) -> None:
+    from .features.regions import extract
+
+    _set_threads()
+    summary = extract(cfg.regions, root / paths.BACKBONE, root / paths.WORLD, root / paths.REGIONS,
+                      progress=_progress())
+    print(json.dumps(summary))
+
+
+def cmd_reference_points(cfg, root: Path, args) -> None:
+    from .data.coco import read_coco_captions
+    from .data.karpathy import read_karpathy
+    from .metrics.captions import evaluate_captions
+    from .metrics.reference_points import best_constant_caption, human_ceiling
+
+    images = read_karpathy(root / paths.DATASET_JSON)
+    candidates = sorted({" ".join(s.tokens) for img in images if img.split == "train" for s in img.sentences})
+    val_refs = read_coco_captions(root / paths.annotations("val"))
+    test_refs = read_coco_captions(root / paths.annotations("test"))
+    caption, val_cider = best_constant_caption(candidates, val_refs)
+    constant = evaluate_captions({i: caption for i in test_refs}, test_refs)
+    write_json(root / paths.METRICS / "reference_points.json", {
+        "constant_caption": {"caption": caption, "chosen_on": "val", "val_CIDEr": val_cider, "test": constant},
+        "human_ceiling": {"test": human_ceiling(test_refs)},
+    })
+
+
+def cmd_train(cfg, root: Path, args) -> None:
+    import torch
+
+    from .training.xe import Trainer
+    from .tracking import Run
+
+    _set_threads()
+    name = args.variant
+    trainer = Trainer(cfg, name, root, progress=_progress())
+    params = {"variant": name, **config_mod.flatten(cfg.variants[name], "variant"),
+              "evaluation.beam_size": cfg.evaluation.beam_size}
+    with Run(f"train@{name}", params, run_name=name) as run:
+        result = trainer.run(run)
+        predictions = result.pop("predictions")
+        run.log_metrics({f"test_{k}": v for k, v in result["test"].items() if isinstance(v, float)})
+        run.set_tag("SPICE_status", result["test"]["SPICE_status"])
+
+        pred_path = root / paths.PREDICTIONS / name / f"captions_test_{name}_results.json"
+        from .metrics.captions import write_results
+
+        write_results(pred_path, predictions)
+        run.log_artifact(pred_path)
+        examples = _qualitative(cfg, root, predictions, trainer.test_refs)
+        examples_path = root / paths.PREDICTIONS / name / "qualitative.md"
+        write_text(examples_path, examples)
+        run.log_artifact(examples_path)
+
+        from .io import atomic_path
+
+        with atomic_path(root / paths.MODELS / name / "model.pt") as tmp:
+            torch.save({"variant": name, "model": config_mod.to_dict(cfg.variants[name]),
+                        "state_dict": trainer.model.state_dict(), "vocab_size": len(trainer.words)}, tmp)
+        write_json(root / paths.METRICS / f"{name}.json", {
+            "variant": name, "model": cfg.variants[name].model, "mlflow_run_id": run.run_id, **result,
+        })
+
+
+def _qualitative(cfg, root: Path, predictions: dict[int, str], refs: dict[int, list[str]]) -> str:
+    from .io import read_json
+
+    files = {img["image_id"]: img["file_name"] for img in read_json(root / paths.SCENE_GRAPHS)["images"]}
+    lines = ["# Qualitative examples (test split, synthetic image world)", ""]
+    for image_id in sorted(predictions)[: cfg.evaluation.qualitative_examples]:
+        lines += [f"## image {image_id} (`{files.get(image_id, '?')}`)", "", f"- **model:** {predictions[image_id]}"]
+        lines += [f"- reference: {r}" for r in refs[image_id]] + [""]
+    return "\n".join(lines)
+
+
+def cmd_tables(cfg, root: Path, args) -> None:
+    from .reports.tables import build_all
+
+    written = build_all(Path(__file__).parent / "reports" / "paper_tables", root / paths.METRICS,
+                        set(cfg.variants), root / paths.TABLES, root / paths.INDEX)
+    for path in written:
+        print(path)
+
+
+COMMANDS = {
+    "synthesize": cmd_synthesize,
+    "prepro-captions": cmd_prepro_captions,
+    "pretrain-backbone": cmd_pretrain_backbone,
+    "extract-regions": cmd_extract_regions,
+    "reference-points": cmd_reference_points,
+    "train": cmd_train,
+    "tables": cmd_tables,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="crossmodal", description=__doc__.splitlines()[0])
+    parser.add_argument("--params", default=None, help="parameter file (default: <repo root>/params.yaml)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in COMMANDS:
+        p = sub.add_parser(name)
+        if name == "train":
+            p.add_argument("--variant", required=True, help="a key of `variants` in params.yaml")
+    args = parser.parse_args(argv)
+    try:
+        cfg = config_mod.load(args.params)
+        COMMANDS[args.command](cfg, config_mod.repo_root(), args)
+    except InputError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0

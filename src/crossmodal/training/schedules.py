@@ -1,0 +1,34 @@
+"""Learning-rate schedules of the papers, as per-step multipliers for `torch.optim.lr_scheduler.LambdaLR`.
+
+- step: lr * gamma ^ floor(epoch / step_size) (Up-Down, AoANet: x0.8 every 3 epochs).
+- noam: factor * model_size^-0.5 * min(s^-0.5, s * warmup^-1.5) with s = step + 1 (Vaswani et al.; X-LAN's
+  NoamOpt). The optimizer's base lr is set to 1 for this schedule, so `lr` in params is not used.
+- constant: lr.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from ..config import TrainConfig
+
+
+def base_lr(cfg: TrainConfig) -> float:
+    return 1.0 if cfg.schedule == "noam" else cfg.lr
+
+
+def lr_multiplier(cfg: TrainConfig, steps_per_epoch: int) -> Callable[[int], float]:
+    if cfg.schedule == "step":
+        period = max(1, steps_per_epoch * cfg.step_size)
+        return lambda step: cfg.gamma ** (step // period)
+    if cfg.schedule == "noam":
+        scale = cfg.noam_factor * cfg.noam_model_size ** -0.5
+        return lambda step: scale * min((step + 1) ** -0.5, (step + 1) * cfg.warmup_steps ** -1.5)
+    return lambda step: 1.0
+
+
+def scheduled_sampling_prob(cfg: TrainConfig, epoch: int) -> float:
+    """Probability of feeding the model's own sample instead of the ground-truth word at this epoch."""
+    ss = cfg.scheduled_sampling
+    if ss.start_epoch < 0 or epoch < ss.start_epoch:
+        return 0.0
+    return min(ss.increase_prob * ((epoch - ss.start_epoch) // ss.increase_every), ss.max_prob)

@@ -1,0 +1,242 @@
+"""Cross-entropy training of one captioning variant, with checkpoint/resume and best-by-validation-CIDEr.
+
+Recipe (the Up-Down / X-LAN / AoANet codes): every reference caption of an image is a training sequence
+(`seq_per_img` = references per image, features encoded once per image); optional label smoothing and
+scheduled sampling; gradient clipping by value or norm; schedule per step (see `schedules`).
+
+Resume: after every epoch `data/checkpoints/<variant>/<fingerprint>.pt` holds model, optimizer, scheduler,
+RNG states and history; the fingerprint hashes every param the run depends on, so a rerun with the same
+params continues where a killed run stopped and reaches the same final metrics, and a changed param starts
+afresh. The epoch's data order comes from a generator seeded by (seed, epoch), so it does not depend on
+whether the run was resumed.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from .. import paths
+from ..config import Config, to_dict
+from ..data.captions import CaptionLabels, decode, load_labels, load_vocabulary
+from ..data.coco import read_coco_captions
+from ..data.regions import RegionFeatures
+from ..decoding.search import beam_search, greedy_decode
+from ..io import InputError, atomic_path, write_json
+from ..metrics.captions import cider_only, evaluate_captions, write_results
+from ..models.base import Captioner
+from ..models.registry import build_model
+from .schedules import base_lr, lr_multiplier, scheduled_sampling_prob
+
+
+@dataclass
+class Split:
+    """Padded region features of one split, aligned with its caption labels."""
+
+    image_ids: np.ndarray
+    feats: torch.Tensor
+    mask: torch.Tensor
+    labels: CaptionLabels | None = None
+
+
+def load_split(regions: RegionFeatures, labels: CaptionLabels) -> Split:
+    feats, mask, _ = regions.load_padded(labels.image_ids.tolist())
+    return Split(labels.image_ids, feats, mask, labels)
+
+
+def fingerprint(cfg: Config, variant: str) -> str:
+    upstream = {k: to_dict(getattr(cfg, k)) for k in ("world", "backbone", "regions", "captions", "evaluation")}
+    blob = json.dumps({"variant": to_dict(cfg.variants[variant]), "upstream": upstream}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def make_optimizer(model: nn.Module, cfg) -> torch.optim.Optimizer:
+    lr = base_lr(cfg)
+    if cfg.optimizer == "sgd":
+        return torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9, weight_decay=cfg.weight_decay)
+    cls = torch.optim.AdamW if cfg.optimizer == "adamw" else torch.optim.Adam
+    return cls(model.parameters(), lr=lr, betas=cfg.betas, weight_decay=cfg.weight_decay)
+
+
+def caption_batch(labels: CaptionLabels, rows: np.ndarray, seq_per_img: int) -> torch.Tensor:
+    """[len(rows) * seq_per_img, T] targets; images with fewer references repeat theirs (as the official code)."""
+    out = []
+    for i in rows:
+        refs = labels.labels[labels.start[i]:labels.end[i]]
+        if len(refs) == 0:
+            raise InputError(f"image {labels.image_ids[i]} has no reference captions")
+        out.append(refs[np.arange(seq_per_img) % len(refs)])
+    return torch.from_numpy(np.concatenate(out)).long()
+
+
+def sequence_loss(logprobs: torch.Tensor, targets: torch.Tensor, smoothing: float) -> torch.Tensor:
+    """Masked token-level cross-entropy of `targets` + <eos>; the mask covers words and the one <eos>."""
+    from ..data.captions import EOS, PAD
+
+    n, steps = targets.shape
+    lengths = (targets != PAD).sum(1)
+    full = torch.cat([targets, targets.new_zeros(n, 1)], 1)
+    full[torch.arange(n), lengths] = EOS
+    mask = torch.arange(steps + 1).unsqueeze(0) <= lengths.unsqueeze(1)
+    nll = -logprobs.gather(2, full.unsqueeze(2)).squeeze(2)
+    if smoothing > 0:
+        nll = (1 - smoothing) * nll - smoothing * logprobs.mean(-1)
+    return (nll * mask).sum() / mask.sum()
+
+
+@torch.no_grad()
+def decode_split(model: Captioner, split: Split, words: list[str], beam_size: int, max_length: int,
+                 batch_size: int) -> dict[int, str]:
+    model.eval()
+    out = {}
+    for start in range(0, len(split.image_ids), batch_size):
+        sl = slice(start, start + batch_size)
+        if beam_size > 1:
+            seqs, _ = beam_search(model, split.feats[sl], split.mask[sl], beam_size, max_length)
+        else:
+            seqs, _ = greedy_decode(model, split.feats[sl], split.mask[sl], max_length)
+        for image_id, seq in zip(split.image_ids[sl].tolist(), seqs):
+            out[int(image_id)] = decode(seq.tolist(), words)
+    return out
+
+
+class Trainer:
+    """Trains one variant; `run()` returns the final metrics dict (also written by the caller)."""
+
+    def __init__(self, cfg: Config, variant: str, root: Path, progress: bool = True):
+        if variant not in cfg.variants:
+            raise InputError(f"unknown variant {variant!r}; params.yaml declares: {', '.join(sorted(cfg.variants))}")
+        self.cfg, self.variant, self.root, self.progress = cfg, variant, root, progress
+        self.vcfg = cfg.variants[variant]
+        self.train_cfg = self.vcfg.train
+        self.words = load_vocabulary(root / paths.CAPTIONS / "vocab.json")
+        with RegionFeatures(root / paths.REGIONS) as regions:
+            label_file = root / paths.CAPTIONS / "labels.h5"
+            self.train = load_split(regions, load_labels(label_file, "train"))
+            self.val = load_split(regions, load_labels(label_file, "val"))
+            self.test = load_split(regions, load_labels(label_file, "test"))
+            feature_dim = regions.feature_dim
+        self.val_refs = read_coco_captions(root / paths.annotations("val"))
+        self.test_refs = read_coco_captions(root / paths.annotations("test"))
+        seed_everything(self.train_cfg.seed)
+        self.model = build_model(variant, self.vcfg, len(self.words), feature_dim)
+        self.seq_per_img = int(np.max(self.train.labels.end - self.train.labels.start))
+        self.steps_per_epoch = -(-len(self.train.image_ids) // self.train_cfg.batch_size)
+        self.optimizer = make_optimizer(self.model, self.train_cfg)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lr_multiplier(self.train_cfg, self.steps_per_epoch)
+        )
+        self.checkpoint = root / paths.CHECKPOINTS / variant / f"{fingerprint(cfg, variant)}.pt"
+        self.history: list[dict] = []
+        self.best = {"val_CIDEr": -1.0, "epoch": -1, "state": None}
+
+    # ---- checkpointing
+
+    def save_checkpoint(self, epoch: int) -> None:
+        state = {
+            "epoch": epoch,
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "history": self.history,
+            "best": self.best,
+            "rng": {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()},
+        }
+        with atomic_path(self.checkpoint) as tmp:
+            torch.save(state, tmp)
+
+    def resume(self) -> int:
+        """Load the checkpoint if one exists for these exact params; returns the next epoch to run."""
+        if not self.checkpoint.is_file():
+            return 0
+        try:
+            state = torch.load(self.checkpoint, weights_only=False)
+        except Exception:  # a checkpoint from a crashed write is never renamed into place; still, be safe
+            return 0
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.history, self.best = state["history"], state["best"]
+        torch.set_rng_state(state["rng"]["torch"])
+        np.random.set_state(state["rng"]["numpy"])
+        random.setstate(state["rng"]["python"])
+        return state["epoch"] + 1
+
+    # ---- training
+
+    def train_epoch(self, epoch: int) -> float:
+        from tqdm import tqdm
+
+        cfg = self.train_cfg
+        self.model.train()
+        order_gen = torch.Generator().manual_seed(cfg.seed * 100003 + epoch)
+        order = torch.randperm(len(self.train.image_ids), generator=order_gen).numpy()
+        ss_prob = scheduled_sampling_prob(cfg, epoch)
+        total, count = 0.0, 0
+        batches = range(0, len(order), cfg.batch_size)
+        for start in tqdm(batches, desc=f"{self.variant} epoch {epoch + 1}/{cfg.epochs}", disable=not self.progress,
+                          leave=False):
+            rows = order[start:start + cfg.batch_size]
+            targets = caption_batch(self.train.labels, rows, self.seq_per_img)
+            logprobs = self.model(self.train.feats[rows], self.train.mask[rows], targets, self.seq_per_img, ss_prob)
+            loss = sequence_loss(logprobs, targets, cfg.label_smoothing)
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if cfg.grad_clip > 0:
+                if cfg.grad_clip_mode == "norm":
+                    nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
+                else:
+                    nn.utils.clip_grad_value_(self.model.parameters(), cfg.grad_clip)
+            self.optimizer.step()
+            self.scheduler.step()
+            total += loss.item()
+            count += 1
+        return total / max(count, 1)
+
+    def run(self, tracker=None) -> dict:
+        cfg, ev = self.train_cfg, self.cfg.evaluation
+        first = self.resume()
+        if tracker is not None:
+            if first:
+                tracker.set_tag("resumed_from_epoch", str(first))
+            for row in self.history:  # a resumed run still carries the whole curve
+                tracker.log_metrics({k: v for k, v in row.items() if k != "epoch"}, step=row["epoch"])
+        started = time.time()
+        for epoch in range(first, cfg.epochs):
+            lr = self.optimizer.param_groups[0]["lr"]
+            loss = self.train_epoch(epoch)
+            val_pred = decode_split(self.model, self.val, self.words, 1, ev.max_length, ev.batch_size)
+            val_cider = cider_only(val_pred, self.val_refs)
+            row = {"epoch": epoch + 1, "train_loss": loss, "lr": lr, "val_CIDEr": val_cider}
+            self.history.append(row)
+            if val_cider > self.best["val_CIDEr"]:
+                self.best = {"val_CIDEr": val_cider, "epoch": epoch + 1,
+                             "state": {k: v.clone() for k, v in self.model.state_dict().items()}}
+            self.save_checkpoint(epoch)
+            if tracker is not None:
+                tracker.log_metrics({k: v for k, v in row.items() if k != "epoch"}, step=epoch + 1)
+            if self.progress:
+                print(f"{self.variant} epoch {epoch + 1}: loss {loss:.3f} val CIDEr-D {val_cider:.3f}", flush=True)
+        self.model.load_state_dict(self.best["state"])
+        predictions = decode_split(self.model, self.test, self.words, ev.beam_size, ev.max_length, ev.batch_size)
+        return {
+            "predictions": predictions,
+            "test": evaluate_captions(predictions, self.test_refs),
+            "best_epoch": self.best["epoch"],
+            "best_val_CIDEr": self.best["val_CIDEr"],
+            "history": self.history,
+            "train_seconds_this_process": round(time.time() - started, 1),
+        }
