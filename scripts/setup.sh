@@ -22,8 +22,8 @@ stamp=".venv/.installed-$(cat pyproject.toml requirements.lock | sha256sum | cut
 if [ ! -f "$stamp" ]; then
     echo "setup: installing pinned dependencies into .venv (first run takes a few minutes)" >&2
     # torch first and alone, so the CPU build is used and no CUDA packages are pulled in.
-    .venv/bin/pip install --quiet --disable-pip-version-check torch==2.13.0
-    .venv/bin/pip install --quiet --disable-pip-version-check -c requirements.lock -e ".[dev]"
+    .venv/bin/pip install --quiet --disable-pip-version-check torch==2.13.0 2> >(grep -v "^WARNING: Location" >&2)
+    .venv/bin/pip install --quiet --disable-pip-version-check -c requirements.lock -e ".[dev]" 2> >(grep -v "^WARNING: Location" >&2)
     rm -f .venv/.installed-*
     touch "$stamp"
 fi

@@ -126,7 +126,7 @@ def test_build_with_only_updown_metrics(tmp_path, metrics_dir):
     assert (up["C paper"], up["C ours"]) == ("114.1", "114.5")
     spice_mark = up["S ours"]
     assert spice_mark.startswith("n/a[^")
-    assert f"{spice_mark[3:]}: SPICE unavailable: {SPICE_STATUS}" in md
+    assert f"{spice_mark[3:]}: SPICE: {SPICE_STATUS}" in md
     pending = [r for k, r in rows.items() if k[0] != "Faster R-CNN" or k[1] != "LSTM + Conventional attention"]
     paper_rows = [r for r in pending if r["B@2 paper"]]
     assert len(paper_rows) == 6

@@ -424,7 +424,7 @@ def build_table(table: PaperTable, metrics_dir: str | os.PathLike, registered_va
         value = _our_value(test, c.key, where)
         if value is None:
             status = test.get(f"{c.key}_status") or "not computed"
-            return "n/a" + notes.mark(f"{c.key} unavailable: {status}"), None
+            return "n/a" + notes.mark(f"{c.key}: {status}"), None
         return _fmt(value * scale[c.id], table.decimals), value * scale[c.id]
 
     def heading(text: str) -> None:
@@ -470,7 +470,7 @@ def build_table(table: PaperTable, metrics_dir: str | os.PathLike, registered_va
         heading(REFERENCE_HEADING)
         for name, point in refs.items():
             where = f"{ref_path}: {name}"
-            point = _mapping(point, where, ("test",), ("caption", "note", "label"))
+            point = _mapping(point, where, ("test",), ("caption", "note", "label", "chosen_on", "val_CIDEr"))
             if not isinstance(point["test"], dict):
                 raise InputError(f"{where}: test must be a metrics mapping")
             plain = _text(point.get("label") or REFERENCE_LABELS.get(name, name), where + ": label")

@@ -1,0 +1,178 @@
+"""End to end: the whole pipeline with `dvc repro` on a tiny profile in a temporary copy of the repository.
+
+One module-scoped `dvc repro` feeds every test here: outputs and tables exist and carry numbers, a second
+repro does nothing, a changed variant param reruns only that training and the tables, training resumed
+after a crash reaches the same metrics, and bad input fails with one line and a non-zero status.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+TINY = {
+    "world": {"images": {"train": 60, "val": 12, "test": 12}, "image_size": 64},
+    "backbone": {"epochs": 2, "channels": 16, "feature_dim": 32},
+    "captions": {"min_word_count": 2},
+}
+TINY_UPDOWN_ARGS = {"embed_dim": 32, "hidden_dim": 32, "att_hidden_dim": 32}
+TINY_UPDOWN_TRAIN = {"epochs": 2, "batch_size": 20}
+
+
+def _env(repo: Path) -> dict:
+    env = dict(os.environ)
+    env["PATH"] = f"{BIN}{os.pathsep}{env['PATH']}"
+    env["PYTHONPATH"] = str(repo / "src")
+    env["CROSSMODAL_PROGRESS"] = "0"
+    env.pop("DVC_ROOT", None)
+    return env
+
+
+def run(repo: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run(list(args), cwd=repo, env=_env(repo), capture_output=True, text=True, timeout=600)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def _merge(base: dict, override: dict) -> dict:
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            _merge(base[key], value)
+        else:
+            base[key] = value
+    return base
+
+
+def set_params(repo: Path, override: dict) -> None:
+    path = repo / "params.yaml"
+    path.write_text(yaml.safe_dump(_merge(yaml.safe_load(path.read_text()), override), sort_keys=False))
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory) -> Path:
+    repo = tmp_path_factory.mktemp("pipeline") / "repo"
+    repo.mkdir()
+    for name in ("src", "dvc.yaml", "params.yaml", ".dvcignore", ".gitignore"):
+        src = ROOT / name
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, repo / name)
+    (repo / ".dvc").mkdir()
+    shutil.copy(ROOT / ".dvc" / "config", repo / ".dvc" / "config")
+    shutil.copy(ROOT / ".dvc" / ".gitignore", repo / ".dvc" / ".gitignore")
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    params["variants"] = {"updown": params["variants"]["updown"]}
+    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    set_params(repo, {**TINY, "variants": {"updown": {"model_args": TINY_UPDOWN_ARGS, "train": TINY_UPDOWN_TRAIN}}})
+    run(repo, "git", "init", "-q")
+    run(repo, "git", "-c", "user.email=t@t", "-c", "user.name=t", "add", "-A")
+    run(repo, "git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "tiny")
+    run(repo, "dvc", "repro")
+    run(repo, "git", "-c", "user.email=t@t", "-c", "user.name=t", "add", "-A")
+    run(repo, "git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "repro")
+    return repo
+
+
+def test_repro_builds_every_output_and_the_table(repo):
+    world = repo / "data/raw/image_world"
+    assert (world / "dataset_coco.json").is_file() and (world / "annotations/captions_test.json").is_file()
+    assert (repo / "data/features/regions.h5").is_file()
+    metrics = json.loads((repo / "reports/metrics/updown.json").read_text())
+    assert set(metrics["test"]) >= {"BLEU-1", "BLEU-4", "METEOR", "ROUGE-L", "CIDEr", "SPICE", "SPICE_status"}
+    assert metrics["mlflow_run_id"] and metrics["test"]["CIDEr"] > 0
+    results = json.loads(next((repo / "data/predictions/updown").glob("captions_test_*_results.json")).read_text())
+    assert len(results) == 12 and set(results[0]) == {"image_id", "caption"}
+    refs = json.loads((repo / "reports/metrics/reference_points.json").read_text())
+    assert refs["human_ceiling"]["test"]["CIDEr"] > refs["constant_caption"]["test"]["CIDEr"]
+    table = (repo / "reports/tables/xlan_table3.md").read_text()
+    assert "synthetic" in table and "pending" in table
+    assert f"{100 * metrics['test']['CIDEr']:.1f}" in table
+    assert "xlan_table3" in (repo / "reports/index.md").read_text()
+
+
+def test_second_repro_does_nothing(repo):
+    out = run(repo, "dvc", "repro").stdout
+    assert "Running stage" not in out, out
+
+
+def test_changing_one_variant_param_reruns_only_its_training_and_tables(repo):
+    status = run(repo, "dvc", "status").stdout
+    assert "changed" not in status
+    set_params(repo, {"variants": {"updown": {"train": {"lr": 0.001}}}})
+    out = run(repo, "dvc", "repro").stdout
+    ran = sorted(line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage"))
+    assert ran == ["tables", "train@updown"], out
+    diff = run(repo, "dvc", "params", "diff").stdout
+    assert "variants.updown.train.lr" in diff
+    assert "CIDEr" in run(repo, "dvc", "metrics", "diff").stdout
+
+
+def test_training_resumed_after_a_crash_reaches_the_same_metrics(repo, monkeypatch):
+    from crossmodal import config
+    from crossmodal.training import xe
+
+    monkeypatch.setenv("DVC_ROOT", str(repo))
+    cfg = config.load(repo / "params.yaml")
+    shutil.rmtree(repo / "data/checkpoints", ignore_errors=True)
+    straight = xe.Trainer(cfg, "updown", repo, progress=False).run()
+
+    shutil.rmtree(repo / "data/checkpoints")
+    original = xe.Trainer.train_epoch
+
+    def crash_in_second_epoch(self, epoch):
+        if epoch == 1:
+            raise KeyboardInterrupt("killed")
+        return original(self, epoch)
+
+    monkeypatch.setattr(xe.Trainer, "train_epoch", crash_in_second_epoch)
+    with pytest.raises(KeyboardInterrupt):
+        xe.Trainer(cfg, "updown", repo, progress=False).run()
+    monkeypatch.setattr(xe.Trainer, "train_epoch", original)
+    resumed = xe.Trainer(cfg, "updown", repo, progress=False).run()
+    assert resumed["history"] == straight["history"]
+    assert resumed["predictions"] == straight["predictions"]
+    assert resumed["test"] == straight["test"]
+
+
+@pytest.mark.parametrize("damage, expected", [
+    ("truncate_features", "truncated or not an HDF5 file"),
+    ("remove_features", "missing region feature file"),
+])
+def test_bad_feature_file_fails_with_one_line_and_no_output(repo, damage, expected):
+    features = repo / "data/features/regions.h5"
+    backup = features.read_bytes()
+    metrics = repo / "reports/metrics/updown.json"
+    before = metrics.read_bytes()
+    try:
+        if damage == "truncate_features":
+            features.write_bytes(backup[: len(backup) // 2])
+        else:
+            features.unlink()
+        proc = run(repo, sys.executable, "-m", "crossmodal", "train", "--variant", "updown", check=False)
+        assert proc.returncode == 2
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0], proc.stderr
+        assert metrics.read_bytes() == before
+    finally:
+        features.write_bytes(backup)
+
+
+def test_missing_image_fails_with_one_line(repo):
+    image = next((repo / "data/raw/image_world/images/train").glob("*.png"))
+    backup = image.read_bytes()
+    try:
+        image.unlink()
+        proc = run(repo, sys.executable, "-m", "crossmodal", "extract-regions", check=False)
+        assert proc.returncode == 2
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and image.name in lines[0], proc.stderr
+    finally:
+        image.write_bytes(backup)
