@@ -110,3 +110,10 @@ def test_rejects_malformed_calls():
     with pytest.raises(ValueError):
         CiderD(corpus=[])
     assert CiderD().score([], []).shape == (0,)
+
+
+def test_no_ngram_of_any_candidate_in_any_reference_scores_zero():
+    candidates, references = ["", "zzz"], [["a red circle"], ["a blue square", "two stars"]]
+    scores = CiderD().score(candidates, references)
+    expected, _ = Cider().compute_score({0: references[0], 1: references[1]}, {0: [candidates[0]], 1: [candidates[1]]})
+    assert scores.tolist() == [0.0, 0.0] and expected == 0.0

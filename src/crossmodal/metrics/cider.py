@@ -254,7 +254,7 @@ class CiderD:
         pair = pair_start[cand_of] + r_sent[r_idx] - first_ref[cand_group[cand_of]]
         order = a.gram_order[c_gram[c_idx]]
         numer = np.bincount(pair * self.n + order, weights=contribution,
-                            minlength=n_pairs * self.n).reshape(n_pairs, self.n)
+                            minlength=n_pairs * self.n).reshape(n_pairs, self.n).astype(np.float64)
         denom = norms[pair_cand] * norms[b + pair_ref]
         sim = np.divide(numer, denom, out=np.zeros_like(numer), where=denom > 0)
         pen = self._penalty(a.lengths[pair_cand] - a.lengths[b + pair_ref])
