@@ -25,7 +25,7 @@ TINY = {
     "captions": {"min_word_count": 2},
 }
 TINY_UPDOWN_ARGS = {"embed_dim": 32, "hidden_dim": 32, "att_hidden_dim": 32}
-TINY_UPDOWN_TRAIN = {"epochs": 2, "batch_size": 20}
+TINY_UPDOWN_TRAIN = {"epochs": 6, "batch_size": 10, "lr": 0.01, "step_size": 100}
 
 
 def _env(repo: Path) -> dict:
@@ -143,7 +143,7 @@ def test_training_resumed_after_a_crash_reaches_the_same_metrics(repo, monkeypat
 
 
 @pytest.mark.parametrize("damage, expected", [
-    ("truncate_features", "truncated or not an HDF5 file"),
+    ("truncate_features", "is truncated or not HDF5"),
     ("remove_features", "missing region feature file"),
 ])
 def test_bad_feature_file_fails_with_one_line_and_no_output(repo, damage, expected):

@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -214,7 +213,6 @@ class Trainer:
                 tracker.set_tag("resumed_from_epoch", str(first))
             for row in self.history:  # a resumed run still carries the whole curve
                 tracker.log_metrics({k: v for k, v in row.items() if k != "epoch"}, step=row["epoch"])
-        started = time.time()
         for epoch in range(first, cfg.epochs):
             lr = self.optimizer.param_groups[0]["lr"]
             loss = self.train_epoch(epoch)
@@ -238,5 +236,4 @@ class Trainer:
             "best_epoch": self.best["epoch"],
             "best_val_CIDEr": self.best["val_CIDEr"],
             "history": self.history,
-            "train_seconds_this_process": round(time.time() - started, 1),
         }
