@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -176,3 +177,26 @@ def test_missing_image_fails_with_one_line(repo):
         assert len(lines) == 1 and image.name in lines[0], proc.stderr
     finally:
         image.write_bytes(backup)
+
+
+def test_queued_experiments_both_land_in_mlflow_and_leave_the_workspace_alone(repo):
+    from mlflow.tracking import MlflowClient
+
+    model = repo / "data/models/updown/model.pt"
+    before = model.stat().st_mtime_ns
+    for lr in ("0.02", "0.005"):
+        run(repo, "dvc", "exp", "run", "--queue", "-S", f"variants.updown.train.lr={lr}")
+    run(repo, "dvc", "queue", "start", "-j", "2")
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        status = run(repo, "dvc", "queue", "status").stdout
+        if "Queued" not in status and "Running" not in status:
+            break
+        time.sleep(3)
+    assert status.count("Success") == 2, status
+    client = MlflowClient(f"sqlite:///{repo / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("crossmodal-repro")
+    runs = [r for r in client.search_runs([experiment.experiment_id]) if r.data.tags.get("dvc.exp_name") != "workspace"]
+    assert sorted(r.data.params["variant.train.lr"] for r in runs) == ["0.005", "0.02"]
+    assert all(r.info.status == "FINISHED" and "test_CIDEr" in r.data.metrics for r in runs)
+    assert model.stat().st_mtime_ns == before

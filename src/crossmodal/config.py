@@ -240,10 +240,11 @@ def build(cls: type, data: Any, where: str = "") -> Any:
 
 
 def repo_root() -> Path:
-    """The repository root: DVC_ROOT when DVC runs us, else the nearest parent holding dvc.yaml."""
-    env = os.environ.get("DVC_ROOT")
-    if env:
-        return Path(env).resolve()
+    """The root of the workspace a stage runs in: the nearest parent of the cwd holding dvc.yaml.
+
+    Not DVC_ROOT: in queued experiments DVC runs the stage inside a temporary copy but points DVC_ROOT at
+    the parent repository, so data paths must follow the working directory (tracking uses DVC_ROOT).
+    """
     here = Path.cwd().resolve()
     for candidate in (here, *here.parents):
         if (candidate / "dvc.yaml").is_file():

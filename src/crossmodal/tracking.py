@@ -1,8 +1,9 @@
 """MLflow set-up and tagging: one place that decides where runs go and what they carry.
 
 - Backend: SQLite at `<repo root>/mlflow.db`, addressed by an absolute URI. Queued DVC experiments run in
-  a temporary copy under `<repo>/.dvc/tmp/exps/...` that is deleted afterwards, so the root is resolved
-  past that copy: a relative URI (or one inside the copy) would silently lose those runs.
+  a temporary copy under `<repo>/.dvc/tmp/exps/...` that is deleted afterwards; DVC points `DVC_ROOT` at
+  the parent repository there, and a root found inside such a copy is resolved past it: a relative URI
+  (or one inside the copy) would silently lose those runs.
 - The database is created/upgraded under a file lock: several processes creating it at once
   (`dvc queue start -j 2`) corrupt it otherwise.
 - Artifacts go to an explicit absolute location `<repo root>/mlartifacts/<experiment>`.
@@ -27,7 +28,7 @@ EXPERIMENT = "crossmodal-repro"
 
 def tracking_root() -> Path:
     """The repository whose mlflow.db should receive runs (the original repo for queued experiments)."""
-    root = repo_root()
+    root = Path(os.environ["DVC_ROOT"]).resolve() if os.environ.get("DVC_ROOT") else repo_root()
     parts = root.parts
     for i in range(len(parts) - 2):
         if parts[i] == ".dvc" and parts[i + 1] == "tmp" and parts[i + 2] == "exps":
@@ -40,7 +41,8 @@ def tracking_uri(root: Path | None = None) -> str:
     return f"sqlite:///{(root / 'mlflow.db').resolve()}"
 
 
-def _git_commit(root: Path) -> str:
+def _git_commit() -> str:
+    """The commit of the workspace the stage runs in (a queued experiment's copy has its own)."""
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo_root(), capture_output=True, text=True, timeout=10)
         return out.stdout.strip() if out.returncode == 0 else "unknown"
@@ -75,7 +77,7 @@ class Run:
         tags = {
             "dvc.stage": stage,
             "dvc.exp_name": os.environ.get("DVC_EXP_NAME", "workspace"),
-            "git.commit": _git_commit(root),
+            "git.commit": _git_commit(),
             "mlflow.runName": run_name or stage,
         }
         self.run_id = self.client.create_run(exp_id, run_name=run_name or stage).info.run_id
