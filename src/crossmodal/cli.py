@@ -58,6 +58,7 @@ def cmd_pretrain_backbone(cfg, root: Path, args) -> None:
         for epoch, loss in enumerate(result.get("train_loss", []), 1):
             run.log_metrics({"train_loss": loss}, step=epoch)
         run.log_metrics({f"val_accuracy_{k}": v for k, v in result["accuracy"].items()})
+        run.log_metrics({"train_seconds": result.pop("seconds")})  # timings stay out of the DVC metrics
         write_json(root / paths.METRICS / "backbone.json", {"mlflow_run_id": run.run_id, **result})
 
 
