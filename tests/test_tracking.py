@@ -1,5 +1,6 @@
 """MLflow logging: absolute SQLite URI under the repo root, tags, batched metrics, artifacts, concurrency."""
 import multiprocessing as mp
+import time
 from pathlib import Path
 
 import pytest
@@ -78,3 +79,33 @@ def test_two_processes_creating_the_database_at_once_both_log(repo):
     exp = client.get_experiment_by_name(tracking.EXPERIMENT)
     names = sorted(r.data.params["name"] for r in client.search_runs([exp.experiment_id]))
     assert names == ["a", "b"]
+
+
+def _killed_stage(root: str) -> None:
+    import os
+
+    os.environ["DVC_ROOT"] = root
+    run = tracking.Run("train@killed", {"name": "killed"})
+    run.log_metrics({"train_loss": 2.5}, step=1)
+    print(run.run_id, flush=True)
+    os._exit(1)  # like SIGKILL: no __exit__, no cleanup
+
+
+def test_killed_stage_leaves_a_failed_run_with_what_it_logged(repo):
+    import subprocess
+    import sys
+
+    from mlflow.tracking import MlflowClient
+
+    code = f"import tests.test_tracking as t; t._killed_stage({str(repo)!r})"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).resolve().parents[1])
+    run_id = proc.stdout.strip().splitlines()[-1]
+    client = MlflowClient(tracking.tracking_uri())
+    for _ in range(100):  # the worker finishes on its own after the stage died
+        run = client.get_run(run_id)
+        if run.info.status != "RUNNING":
+            break
+        time.sleep(0.1)
+    assert run.info.status == "FAILED"
+    assert run.data.metrics["train_loss"] == 2.5

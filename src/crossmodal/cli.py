@@ -49,11 +49,12 @@ def cmd_prepro_captions(cfg, root: Path, args) -> None:
 
 
 def cmd_pretrain_backbone(cfg, root: Path, args) -> None:
-    from .features.backbone import pretrain
     from .tracking import Run
 
-    _set_threads()
-    with Run("pretrain_backbone", config_mod.flatten(cfg.backbone, "backbone")) as run:
+    with Run("pretrain_backbone", config_mod.flatten(cfg.backbone, "backbone")) as run:  # starts MLflow first
+        from .features.backbone import pretrain
+
+        _set_threads()
         result = pretrain(cfg.backbone, root / paths.WORLD, root / paths.BACKBONE, progress=_progress())
         for epoch, loss in enumerate(result.get("train_loss", []), 1):
             run.log_metrics({"train_loss": loss}, step=epoch)
@@ -90,17 +91,20 @@ def cmd_reference_points(cfg, root: Path, args) -> None:
 
 
 def cmd_train(cfg, root: Path, args) -> None:
-    import torch
-
-    from .training.xe import Trainer
     from .tracking import Run
 
-    _set_threads()
     name = args.variant
-    trainer = Trainer(cfg, name, root, progress=_progress())
+    if name not in cfg.variants:
+        raise InputError(f"unknown variant {name!r}; params.yaml declares: {', '.join(sorted(cfg.variants))}")
     params = {"variant": name, **config_mod.flatten(cfg.variants[name], "variant"),
               "evaluation.beam_size": cfg.evaluation.beam_size}
-    with Run(f"train@{name}", params, run_name=name) as run:
+    with Run(f"train@{name}", params, run_name=name) as run:  # MLflow starts while torch and data load
+        import torch
+
+        from .training.xe import Trainer
+
+        _set_threads()
+        trainer = Trainer(cfg, name, root, progress=_progress())
         result = trainer.run(run)
         predictions = result.pop("predictions")
         run.log_metrics({f"test_{k}": v for k, v in result["test"].items() if isinstance(v, float)})

@@ -12,8 +12,10 @@
 """
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -67,43 +69,98 @@ def _client_and_experiment(root: Path, experiment: str):
 
 
 class Run:
-    """One MLflow run; use as a context manager so a crash marks it FAILED instead of leaving it RUNNING."""
+    """One MLflow run, logged by a worker process so that importing MLflow and opening the store (~2 s)
+    overlaps with the stage's own start-up instead of adding to it.
+
+    Calls are queued to the worker in order over a pipe; leaving the `with` block waits until everything
+    is logged. A crash marks the run FAILED (an exception here, or the worker seeing the pipe close without
+    an end message when the stage is killed), never leaves it RUNNING.
+    """
 
     def __init__(self, stage: str, params: dict[str, Any], experiment: str = EXPERIMENT, run_name: str | None = None):
-        from mlflow.entities import Param, RunTag
-
-        root = tracking_root()
-        self.client, exp_id = _client_and_experiment(root, experiment)
         tags = {
             "dvc.stage": stage,
             "dvc.exp_name": os.environ.get("DVC_EXP_NAME", "workspace"),
             "git.commit": _git_commit(),
             "mlflow.runName": run_name or stage,
         }
-        self.run_id = self.client.create_run(exp_id, run_name=run_name or stage).info.run_id
-        self.client.log_batch(
-            self.run_id,
-            params=[Param(k, str(v)[:6000]) for k, v in params.items()],
-            tags=[RunTag(k, v) for k, v in tags.items()],
+        self._worker = subprocess.Popen(
+            [sys.executable, "-m", "crossmodal.tracking"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
         )
+        self._run_id: str | None = None
+        self._send(op="start", root=str(tracking_root()), experiment=experiment, run_name=run_name or stage,
+                   params={k: str(v)[:6000] for k, v in params.items()}, tags=tags)
+
+    def _send(self, **message: Any) -> None:
+        try:
+            self._worker.stdin.write(json.dumps(message) + "\n")
+            self._worker.stdin.flush()
+        except BrokenPipeError:
+            raise RuntimeError(f"MLflow tracking worker died (exit {self._worker.wait()}); see its error above") from None
+
+    @property
+    def run_id(self) -> str:
+        if self._run_id is None:
+            line = self._worker.stdout.readline().strip()
+            if not line:
+                raise RuntimeError(f"MLflow tracking worker died (exit {self._worker.wait()}); see its error above")
+            self._run_id = line
+        return self._run_id
 
     def log_metrics(self, metrics: dict[str, float | None], step: int = 0) -> None:
         """Log a batch of metrics at one step (None values, e.g. unavailable SPICE, are skipped)."""
-        from mlflow.entities import Metric
-
-        now = int(time.time() * 1000)
-        batch = [Metric(k, float(v), now, step) for k, v in metrics.items() if v is not None]
-        for start in range(0, len(batch), 1000):
-            self.client.log_batch(self.run_id, metrics=batch[start:start + 1000])
+        self._send(op="metrics", metrics={k: float(v) for k, v in metrics.items() if v is not None}, step=step,
+                   timestamp=int(time.time() * 1000))
 
     def log_artifact(self, path: str | os.PathLike, artifact_path: str | None = None) -> None:
-        self.client.log_artifact(self.run_id, str(path), artifact_path)
+        self._send(op="artifact", path=str(Path(path).resolve()), artifact_path=artifact_path)
 
     def set_tag(self, key: str, value: str) -> None:
-        self.client.set_tag(self.run_id, key, value)
+        self._send(op="tag", key=key, value=value)
 
     def __enter__(self) -> "Run":
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        self.client.set_terminated(self.run_id, "FINISHED" if exc_type is None else "FAILED")
+        self.run_id  # noqa: B018  (make sure the run exists before ending it)
+        self._send(op="end", status="FINISHED" if exc_type is None else "FAILED")
+        self._worker.stdin.close()
+        code = self._worker.wait()
+        self._worker.stdout.close()
+        if code != 0 and exc_type is None:
+            raise RuntimeError(f"MLflow tracking worker failed (exit {code}); see its error above")
+
+
+def _serve() -> None:
+    """Worker loop: create the run, then apply the stage's messages in order until `end` or EOF."""
+    import logging
+
+    from mlflow.entities import Metric, Param, RunTag
+
+    for name in ("mlflow", "alembic"):  # keep the stage's stderr to real problems
+        logging.getLogger(name).setLevel(logging.WARNING)
+    start = json.loads(sys.stdin.readline())
+    client, exp_id = _client_and_experiment(Path(start["root"]), start["experiment"])
+    run_id = client.create_run(exp_id, run_name=start["run_name"]).info.run_id
+    client.log_batch(run_id, params=[Param(k, v) for k, v in start["params"].items()],
+                     tags=[RunTag(k, v) for k, v in start["tags"].items()])
+    print(run_id, flush=True)
+    status = "FAILED"  # unless the stage says otherwise: EOF without `end` means it was killed
+    for line in sys.stdin:
+        msg = json.loads(line)
+        if msg["op"] == "metrics":
+            batch = [Metric(k, v, msg["timestamp"], msg["step"]) for k, v in msg["metrics"].items()]
+            for i in range(0, len(batch), 1000):
+                client.log_batch(run_id, metrics=batch[i:i + 1000])
+        elif msg["op"] == "artifact":
+            client.log_artifact(run_id, msg["path"], msg["artifact_path"])
+        elif msg["op"] == "tag":
+            client.set_tag(run_id, msg["key"], msg["value"])
+        elif msg["op"] == "end":
+            status = msg["status"]
+            break
+    client.set_terminated(run_id, status)
+
+
+if __name__ == "__main__":
+    _serve()
