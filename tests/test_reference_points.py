@@ -35,7 +35,7 @@ def test_best_constant_caption_matches_brute_force_pycocoevalcap():
     tok_refs = _tokenize(REFERENCES)
     tok_cands = _tokenize({k: [c] for k, c in enumerate(CANDIDATES)})
     brute = {}
-    for k, c in enumerate(CANDIDATES):
+    for k in range(len(CANDIDATES)):
         candidate = tok_cands[k][0]
         brute[candidate] = Cider().compute_score(tok_refs, {i: [candidate] for i in tok_refs})[0]
     ranked = sorted(brute.items(), key=lambda kv: -kv[1])

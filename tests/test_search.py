@@ -473,8 +473,6 @@ def test_bad_arguments_raise():
 
 def test_pad_and_bos_are_never_emitted():
     # the model prefers <pad> then <bos>; decoders must skip both and report the model's own logprob.
-    v = 6
-
     def fn(x, p):
         return torch.log(torch.tensor([0.4, 0.3, 0.001, 0.05, 0.2, 0.049]))
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from . import config as config_mod
 from . import paths
-from .io import InputError, write_json, write_text
+from .io import InputError, atomic_path, read_json, write_json, write_text
 
 
 def _progress() -> bool:
@@ -101,6 +101,7 @@ def cmd_train(cfg, root: Path, args) -> None:
     with Run(f"train@{name}", params, run_name=name) as run:  # MLflow starts while torch and data load
         import torch
 
+        from .metrics.captions import write_results
         from .training.xe import Trainer
 
         _set_threads()
@@ -111,17 +112,12 @@ def cmd_train(cfg, root: Path, args) -> None:
         run.set_tag("SPICE_status", result["test"]["SPICE_status"])
 
         pred_path = root / paths.PREDICTIONS / name / f"captions_test_{name}_results.json"
-        from .metrics.captions import write_results
-
         write_results(pred_path, predictions)
         run.log_artifact(pred_path)
         examples = _qualitative(cfg, root, predictions, trainer.test_refs)
         examples_path = root / paths.PREDICTIONS / name / "qualitative.md"
         write_text(examples_path, examples)
         run.log_artifact(examples_path)
-
-        from .io import atomic_path
-
         with atomic_path(root / paths.MODELS / name / "model.pt") as tmp:
             torch.save({"variant": name, "model": config_mod.to_dict(cfg.variants[name]),
                         "state_dict": trainer.model.state_dict(), "vocab_size": len(trainer.words)}, tmp)
@@ -131,8 +127,6 @@ def cmd_train(cfg, root: Path, args) -> None:
 
 
 def _qualitative(cfg, root: Path, predictions: dict[int, str], refs: dict[int, list[str]]) -> str:
-    from .io import read_json
-
     files = {img["image_id"]: img["file_name"] for img in read_json(root / paths.SCENE_GRAPHS)["images"]}
     lines = ["# Qualitative examples (test split, synthetic image world)", ""]
     for image_id in sorted(predictions)[: cfg.evaluation.qualitative_examples]:

@@ -24,12 +24,12 @@ from torch import nn
 
 from .. import paths
 from ..config import Config, to_dict
-from ..data.captions import CaptionLabels, decode, load_labels, load_vocabulary
+from ..data.captions import EOS, PAD, CaptionLabels, decode, load_labels, load_vocabulary
 from ..data.coco import read_coco_captions
 from ..data.regions import RegionFeatures
 from ..decoding.search import beam_search, greedy_decode
-from ..io import InputError, atomic_path, write_json
-from ..metrics.captions import cider_only, evaluate_captions, write_results
+from ..io import InputError, atomic_path
+from ..metrics.captions import cider_only, evaluate_captions
 from ..models.base import Captioner
 from ..models.registry import build_model
 from .schedules import base_lr, lr_multiplier, scheduled_sampling_prob
@@ -83,8 +83,6 @@ def caption_batch(labels: CaptionLabels, rows: np.ndarray, seq_per_img: int) -> 
 
 def sequence_loss(logprobs: torch.Tensor, targets: torch.Tensor, smoothing: float) -> torch.Tensor:
     """Masked token-level cross-entropy of `targets` + <eos>; the mask covers words and the one <eos>."""
-    from ..data.captions import EOS, PAD
-
     n, steps = targets.shape
     lengths = (targets != PAD).sum(1)
     full = torch.cat([targets, targets.new_zeros(n, 1)], 1)
@@ -116,8 +114,6 @@ class Trainer:
     """Trains one variant; `run()` returns the final metrics dict (also written by the caller)."""
 
     def __init__(self, cfg: Config, variant: str, root: Path, progress: bool = True):
-        if variant not in cfg.variants:
-            raise InputError(f"unknown variant {variant!r}; params.yaml declares: {', '.join(sorted(cfg.variants))}")
         self.cfg, self.variant, self.root, self.progress = cfg, variant, root, progress
         self.vcfg = cfg.variants[variant]
         self.train_cfg = self.vcfg.train
@@ -163,7 +159,7 @@ class Trainer:
             return 0
         try:
             state = torch.load(self.checkpoint, weights_only=False)
-        except Exception:  # a checkpoint from a crashed write is never renamed into place; still, be safe
+        except (RuntimeError, EOFError, KeyError):  # unreadable: start afresh rather than fail the stage
             return 0
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])

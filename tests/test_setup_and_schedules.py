@@ -1,0 +1,44 @@
+"""The set-up script's Java check, and the learning-rate / scheduled-sampling schedules."""
+import math
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from crossmodal.config import ScheduledSamplingConfig, TrainConfig
+from crossmodal.training.schedules import base_lr, lr_multiplier, scheduled_sampling_prob
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_setup_stops_at_once_without_java(tmp_path):
+    proc = subprocess.run(["/bin/bash", str(ROOT / "scripts/setup.sh")], env={"PATH": str(tmp_path)},
+                          capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 1
+    assert "Java not found" in proc.stderr and "METEOR" in proc.stderr and "PTB tokenizer" in proc.stderr
+
+
+def test_step_schedule_decays_every_step_size_epochs():
+    cfg = TrainConfig(schedule="step", lr=5e-4, step_size=3, gamma=0.8)
+    f = lr_multiplier(cfg, steps_per_epoch=10)
+    assert base_lr(cfg) == 5e-4
+    assert [f(s) for s in (0, 29, 30, 59, 60)] == pytest.approx([1, 1, 0.8, 0.8, 0.64])
+
+
+def test_noam_schedule_warms_up_linearly_then_decays_as_inverse_sqrt():
+    cfg = TrainConfig(schedule="noam", warmup_steps=100, noam_factor=1.0, noam_model_size=1024)
+    f = lr_multiplier(cfg, steps_per_epoch=10)
+    assert base_lr(cfg) == 1.0
+    peak = f(99)
+    assert peak == pytest.approx(1024 ** -0.5 * 100 ** -0.5)
+    assert f(49) == pytest.approx(peak * 50 / 100)
+    assert f(399) == pytest.approx(peak * math.sqrt(100 / 400))
+    assert max(f(s) for s in range(1000)) == pytest.approx(peak)
+
+
+def test_scheduled_sampling_ramps_to_its_cap():
+    cfg = TrainConfig(scheduled_sampling=ScheduledSamplingConfig(start_epoch=6, increase_every=3,
+                                                                increase_prob=0.05, max_prob=0.12))
+    assert [scheduled_sampling_prob(cfg, e) for e in (0, 5, 6, 8, 9, 12, 30)] == pytest.approx(
+        [0, 0, 0, 0, 0.05, 0.10, 0.12])
+    assert scheduled_sampling_prob(TrainConfig(), 50) == 0.0
