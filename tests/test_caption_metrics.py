@@ -24,7 +24,7 @@ from crossmodal.metrics.captions import (
     write_results,
 )
 
-FIXTURES = Path("/work/shared/fixtures/coco_caption")
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "coco_caption"
 RESULTS = FIXTURES / "captions_val2014_fakecap_results.json"
 
 

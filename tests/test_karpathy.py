@@ -13,16 +13,7 @@ from crossmodal.io import InputError
 from crossmodal.worlds import image_world
 
 
-def _fixtures() -> Path:
-    """Real-format samples: an in-repo copy when there is one, else the shared folder beside the repo."""
-    here = Path(__file__).resolve().parent
-    for candidate in (here / "fixtures", here.parents[1] / "shared" / "fixtures"):
-        if (candidate / "karpathy").is_dir():
-            return candidate
-    raise FileNotFoundError("real-format fixtures not found (tests/fixtures or ../shared/fixtures)")
-
-
-FIXTURES = _fixtures()
+FIXTURES = Path(__file__).resolve().parent / "fixtures"  # copies of ../shared/fixtures (see its README)
 
 
 @pytest.fixture(scope="module")
