@@ -61,6 +61,17 @@ def _pycoco(cands: list[str], refs: list[list[str]]) -> np.ndarray:
     return np.asarray(scorer.compute_score()[1])
 
 
+def _compare(cached: CiderD, per_call: CiderD, cands: list[str], refs: list[list[str]], repeats: int) -> dict:
+    """Times of pycocoevalcap and both CiderD modes on one workload, with the largest score difference."""
+    t_ref, expected = _median_time(lambda: _pycoco(cands, refs), max(3, repeats // 3))
+    t_cached, _ = _median_time(lambda: cached.score(cands, refs), repeats)
+    t_call, got = _median_time(lambda: per_call.score(cands, refs), repeats)
+    return {"pycocoevalcap_s": t_ref, "ciderd_cached_df_s": t_cached, "ciderd_per_call_df_s": t_call,
+            "speedup_cached_df": t_ref / t_cached, "speedup_per_call_df": t_ref / t_call,
+            "mean_cider": float(expected.mean()),
+            "max_abs_diff_per_call_vs_pycocoevalcap": float(np.abs(got - expected).max())}
+
+
 def run(repeats: int) -> dict:
     rng = np.random.default_rng(0)
     corpus_caps = _captions(rng, 5000 * 5)
@@ -74,26 +85,14 @@ def run(repeats: int) -> dict:
     # batch: 500 x 5 (references from the training corpus, as in SCST)
     refs = corpus[:500]
     cands = [_perturb(rng, r[int(rng.integers(0, 5))]) for r in refs]
-    t_ref, expected = _median_time(lambda: _pycoco(cands, refs), max(3, repeats // 3))
-    t_cached, _ = _median_time(lambda: cached.score(cands, refs), repeats)
-    t_call, got = _median_time(lambda: per_call.score(cands, refs), repeats)
-    report["batch"] = {"candidates": 500, "references_per_candidate": 5, "pycocoevalcap_s": t_ref,
-                       "ciderd_cached_df_s": t_cached, "ciderd_per_call_df_s": t_call,
-                       "speedup_cached_df": t_ref / t_cached, "speedup_per_call_df": t_ref / t_call,
-                       "mean_cider": float(expected.mean()),
-                       "max_abs_diff_per_call_vs_pycocoevalcap": float(np.abs(got - expected).max())}
+    report["batch"] = {"candidates": 500, "references_per_candidate": 5,
+                       **_compare(cached, per_call, cands, refs, repeats)}
 
     # scst: 100 images x 5 samples, reference lists repeated per sample
     sample_refs = [corpus[i // 5] for i in range(500)]
     samples = [_perturb(rng, r[int(rng.integers(0, 5))]) for r in sample_refs]
-    t_ref, expected = _median_time(lambda: _pycoco(samples, sample_refs), max(3, repeats // 3))
-    t_cached, _ = _median_time(lambda: cached.score(samples, sample_refs), repeats)
-    t_call, got = _median_time(lambda: per_call.score(samples, sample_refs), repeats)
-    report["scst"] = {"images": 100, "samples_per_image": 5, "pycocoevalcap_s": t_ref,
-                      "ciderd_cached_df_s": t_cached, "ciderd_per_call_df_s": t_call,
-                      "speedup_cached_df": t_ref / t_cached, "speedup_per_call_df": t_ref / t_call,
-                      "mean_cider": float(expected.mean()),
-                      "max_abs_diff_per_call_vs_pycocoevalcap": float(np.abs(got - expected).max())}
+    report["scst"] = {"images": 100, "samples_per_image": 5,
+                      **_compare(cached, per_call, samples, sample_refs, repeats)}
 
     # constant caption search: 7,500 candidates x 250 images x 5 references
     images = corpus[:250]

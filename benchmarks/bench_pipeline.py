@@ -83,7 +83,6 @@ def main() -> None:
 
 
 def updown_steps_per_second(repo: Path, steps: int = 20) -> float:
-    os.environ["DVC_ROOT"] = str(repo)
     sys.path.insert(0, str(repo / "src"))
     import numpy as np
     import torch

@@ -120,7 +120,6 @@ def test_training_resumed_after_a_crash_reaches_the_same_metrics(repo, monkeypat
     from crossmodal import config
     from crossmodal.training import xe
 
-    monkeypatch.setenv("DVC_ROOT", str(repo))
     cfg = config.load(repo / "params.yaml")
     shutil.rmtree(repo / "data/checkpoints", ignore_errors=True)
     straight = xe.Trainer(cfg, "updown", repo, progress=False).run()

@@ -79,6 +79,13 @@ def _check(feats: Tensor, mask: Tensor, max_length: int) -> None:
         raise ValueError(f"max_length must be >= 1, got {max_length}")
 
 
+def _append(seqs: Tensor, t: int, chosen: Tensor, finished: Tensor) -> tuple[Tensor, Tensor]:
+    """Write step t's words into seqs (0 from a row's <eos> on) -> (finished, next input words)."""
+    ended = finished | (chosen == EOS)
+    seqs[:, t] = torch.where(ended, torch.zeros_like(chosen), chosen)
+    return ended, torch.where(ended, torch.full_like(chosen, PAD), chosen)
+
+
 def greedy_decode(model: StepModel, feats: Tensor, mask: Tensor, max_length: int) -> tuple[Tensor, Tensor]:
     """Argmax decoding -> (seqs LongTensor[B, max_length], summed logprobs FloatTensor[B]).
 
@@ -99,10 +106,7 @@ def greedy_decode(model: StepModel, feats: Tensor, mask: Tensor, max_length: int
         best_lp = logprobs.gather(1, best.unsqueeze(1)).squeeze(1)
         gained = torch.where(finished, torch.zeros_like(best_lp), best_lp)
         total = gained if total is None else total + gained
-        ended = finished | (best == EOS)
-        seqs[:, t] = torch.where(ended, torch.zeros_like(best), best)
-        finished = ended
-        words = torch.where(finished, torch.full_like(best, PAD), best)
+        finished, words = _append(seqs, t, best, finished)
         if bool(finished.all()):
             break
     return seqs, total
@@ -145,10 +149,7 @@ def sample_decode(
         drawn = torch.multinomial(probs, 1, generator=generator).squeeze(1)
         lp = logprobs.gather(1, drawn.unsqueeze(1)).squeeze(1)
         token_lps.append(torch.where(finished, torch.zeros_like(lp), lp))
-        ended = finished | (drawn == EOS)
-        seqs[:, t] = torch.where(ended, torch.zeros_like(drawn), drawn)
-        finished = ended
-        words = torch.where(finished, torch.full_like(drawn, PAD), drawn)
+        finished, words = _append(seqs, t, drawn, finished)
         if bool(finished.all()):
             break
     token_logprobs = torch.stack(token_lps, dim=1)

@@ -127,8 +127,10 @@ def _resolve_spice(use_spice: bool | None) -> tuple[bool, str]:
     return False, SPICE_UNAVAILABLE
 
 
-def _score_tokenized(gts: dict, res: dict, spice: bool, spice_status: str, spice_required: bool) -> dict:
-    """All metrics on tokenized {id: [refs]} / {id: [prediction]} dicts (same keys)."""
+def score_tokenized(gts: dict, res: dict, use_spice: bool | None = None) -> dict:
+    """All metrics on PTB-tokenized {id: [refs]} / {id: [prediction]} dicts (same keys); `use_spice` as in
+    evaluate_captions."""
+    spice, spice_status = _resolve_spice(use_spice)
     from pycocoevalcap.bleu.bleu import Bleu
     from pycocoevalcap.cider.cider import Cider
     from pycocoevalcap.rouge.rouge import Rouge
@@ -148,7 +150,7 @@ def _score_tokenized(gts: dict, res: dict, spice: bool, spice_status: str, spice
             try:
                 out["SPICE"] = float(Spice().compute_score(gts, res)[0])
             except subprocess.CalledProcessError as err:
-                if spice_required:
+                if use_spice:
                     raise RuntimeError(f"SPICE (Java) exited with status {err.returncode}") from err
                 out["SPICE_status"] = f"failed (SPICE exited with status {err.returncode})"
     return out
@@ -185,9 +187,9 @@ def evaluate_captions(predictions: dict[int, str], references: dict[int, list[st
     """
     require_java()
     _check_predictions(predictions, references)
-    spice, status = _resolve_spice(use_spice)
+    _resolve_spice(use_spice)  # fail on a SPICE request before the tokenizer runs
     gts, res = _tokenize_pair(predictions, references)
-    return _score_tokenized(gts, res, spice, status, bool(use_spice))
+    return score_tokenized(gts, res, use_spice)
 
 
 def cider_only(predictions: dict[int, str], references: dict[int, list[str]]) -> float:

@@ -14,13 +14,7 @@ from typing import Hashable, Sequence
 import numpy as np
 
 from crossmodal.io import InputError
-from crossmodal.metrics.captions import (
-    _resolve_spice,
-    _score_tokenized,
-    average_results,
-    ptb_tokenize,
-    require_java,
-)
+from crossmodal.metrics.captions import average_results, ptb_tokenize, require_java, score_tokenized
 from crossmodal.metrics.cider import CiderD
 
 
@@ -90,7 +84,6 @@ def human_ceiling(references: dict[int, list[str]], use_spice: bool | None = Non
     """
     _check_references(references, 2)
     require_java()
-    spice, status = _resolve_spice(use_spice)
     image_ids = sorted(references)
     tok = ptb_tokenize({i: references[i] for i in image_ids})
     rounds = max(len(tok[i]) for i in image_ids)
@@ -101,5 +94,5 @@ def human_ceiling(references: dict[int, list[str]], use_spice: bool | None = Non
             j = k % len(tok[i])
             res[i] = [tok[i][j]]
             gts[i] = tok[i][:j] + tok[i][j + 1:]
-        results.append(_score_tokenized(gts, res, spice, status, bool(use_spice)))
+        results.append(score_tokenized(gts, res, use_spice))
     return average_results(results)

@@ -42,7 +42,7 @@ class Split:
     image_ids: np.ndarray
     feats: torch.Tensor
     mask: torch.Tensor
-    labels: CaptionLabels | None = None
+    labels: CaptionLabels
 
 
 def load_split(regions: RegionFeatures, labels: CaptionLabels) -> Split:
