@@ -7,10 +7,13 @@ from __future__ import annotations
 
 from ..config import VariantConfig, build
 from ..io import InputError
+from .aoanet import AoANet
+from .att2in import Att2in
 from .base import Captioner
+from .showtell import ShowTell
 from .updown import UpDown
 
-MODELS: dict[str, type[Captioner]] = {"updown": UpDown}
+MODELS: dict[str, type[Captioner]] = {"showtell": ShowTell, "att2in": Att2in, "updown": UpDown, "aoanet": AoANet}
 
 
 def build_model(name: str, variant: VariantConfig, vocab_size: int, feature_dim: int) -> Captioner:
