@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,6 +28,7 @@ TINY = {
 }
 TINY_UPDOWN_ARGS = {"embed_dim": 32, "hidden_dim": 32, "att_hidden_dim": 32}
 TINY_UPDOWN_TRAIN = {"epochs": 6, "batch_size": 10, "lr": 0.01, "step_size": 100}
+TINY_SCST_TRAIN = {"epochs": 2, "batch_size": 10, "lr": 0.001}
 
 
 def _env(repo: Path) -> dict:
@@ -71,8 +73,10 @@ def repo(tmp_path_factory) -> Path:
     shutil.copy(ROOT / ".dvc" / ".gitignore", repo / ".dvc" / ".gitignore")
     params = yaml.safe_load((repo / "params.yaml").read_text())
     params["variants"] = {"updown": params["variants"]["updown"]}
+    params["scst"] = {"updown_scst": params["scst"]["updown_scst"]}
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    set_params(repo, {**TINY, "variants": {"updown": {"model_args": TINY_UPDOWN_ARGS, "train": TINY_UPDOWN_TRAIN}}})
+    set_params(repo, {**TINY, "variants": {"updown": {"model_args": TINY_UPDOWN_ARGS, "train": TINY_UPDOWN_TRAIN}},
+                      "scst": {"updown_scst": {"train": TINY_SCST_TRAIN}}})
     run(repo, "git", "init", "-q")
     run(repo, "git", "-c", "user.email=t@t", "-c", "user.name=t", "add", "-A")
     run(repo, "git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "tiny")
@@ -99,6 +103,26 @@ def test_repro_builds_every_output_and_the_table(repo):
     assert "xlan_table3" in (repo / "reports/index.md").read_text()
 
 
+def test_scst_continues_the_cross_entropy_model_and_fills_the_scst_columns(repo):
+    xe_metrics = json.loads((repo / "reports/metrics/updown.json").read_text())
+    metrics = json.loads((repo / "reports/metrics/updown_scst.json").read_text())
+    assert metrics["objective"] == "scst" and metrics["model"] == "updown" and len(metrics["history"]) == 2
+    assert set(metrics["history"][0]) >= {"train_loss", "train_CIDEr_sample", "train_CIDEr_greedy", "val_CIDEr"}
+    from crossmodal import config
+    from crossmodal.training.scst import ScstTrainer
+
+    start = ScstTrainer(config.load(repo / "params.yaml"), "updown_scst", repo, progress=False).model.state_dict()
+    saved = torch.load(repo / "data/models/updown/model.pt", weights_only=False)["state_dict"]
+    assert start.keys() == saved.keys() and all(torch.equal(start[k], saved[k]) for k in saved)
+    submission = json.loads((repo / "data/predictions/updown_scst/captions_test2014_updown_scst_results.json")
+                            .read_text())
+    assert len(submission) == 12 and set(submission[0]) == {"image_id", "caption"}
+    table = (repo / "reports/tables/aoanet_offline.md").read_text()
+    for value in (xe_metrics["test"]["CIDEr"], metrics["test"]["CIDEr"]):
+        assert f"| {100 * value:.1f} |" in table
+    assert "captions_test2014_updown_scst_results.json" in (repo / "reports/tables/aoanet_online.md").read_text()
+
+
 def test_second_repro_does_nothing(repo):
     out = run(repo, "dvc", "repro").stdout
     assert "Running stage" not in out, out
@@ -109,37 +133,58 @@ def test_changing_one_variant_param_reruns_only_its_training_and_tables(repo):
     assert "changed" not in status
     set_params(repo, {"variants": {"updown": {"train": {"lr": 0.001}}}})
     out = run(repo, "dvc", "repro").stdout
-    ran = sorted(line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage"))
-    assert ran == ["tables", "train@updown"], out
+    assert _stages_run(out) == ["scst@updown_scst", "tables", "train@updown"], out  # SCST continues updown
     diff = run(repo, "dvc", "params", "diff").stdout
     assert "variants.updown.train.lr" in diff
     assert "CIDEr" in run(repo, "dvc", "metrics", "diff").stdout
+    set_params(repo, {"scst": {"updown_scst": {"train": {"lr": 0.002}}}})
+    assert _stages_run(run(repo, "dvc", "repro").stdout) == ["scst@updown_scst", "tables"]
 
 
-def test_training_resumed_after_a_crash_reaches_the_same_metrics(repo, monkeypatch):
+def _stages_run(out: str) -> list[str]:
+    return sorted(line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage"))
+
+
+@pytest.mark.parametrize("name", ["updown", "updown_scst"])
+def test_training_resumed_after_a_crash_reaches_the_same_metrics(repo, monkeypatch, name):
     from crossmodal import config
-    from crossmodal.training import xe
+    from crossmodal.training.scst import ScstTrainer
+    from crossmodal.training.xe import Trainer
 
+    cls = ScstTrainer if name.endswith("_scst") else Trainer
     cfg = config.load(repo / "params.yaml")
     shutil.rmtree(repo / "data/checkpoints", ignore_errors=True)
-    straight = xe.Trainer(cfg, "updown", repo, progress=False).run()
+    straight = cls(cfg, name, repo, progress=False).run()
 
     shutil.rmtree(repo / "data/checkpoints")
-    original = xe.Trainer.train_epoch
+    original = cls.train_epoch
 
     def crash_in_second_epoch(self, epoch):
         if epoch == 1:
             raise KeyboardInterrupt("killed")
         return original(self, epoch)
 
-    monkeypatch.setattr(xe.Trainer, "train_epoch", crash_in_second_epoch)
+    monkeypatch.setattr(cls, "train_epoch", crash_in_second_epoch)
     with pytest.raises(KeyboardInterrupt):
-        xe.Trainer(cfg, "updown", repo, progress=False).run()
-    monkeypatch.setattr(xe.Trainer, "train_epoch", original)
-    resumed = xe.Trainer(cfg, "updown", repo, progress=False).run()
+        cls(cfg, name, repo, progress=False).run()
+    monkeypatch.setattr(cls, "train_epoch", original)
+    resumed = cls(cfg, name, repo, progress=False).run()
     assert resumed["history"] == straight["history"]
     assert resumed["predictions"] == straight["predictions"]
     assert resumed["test"] == straight["test"]
+
+
+def test_scst_without_its_cross_entropy_model_fails_with_one_line(repo):
+    model = repo / "data/models/updown/model.pt"
+    backup = model.read_bytes()
+    try:
+        model.unlink()
+        proc = run(repo, sys.executable, "-m", "crossmodal", "train", "--variant", "updown_scst", check=False)
+        assert proc.returncode == 2
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and "missing file" in lines[0] and "train@updown" in lines[0], proc.stderr
+    finally:
+        model.write_bytes(backup)
 
 
 @pytest.mark.parametrize("damage, expected", [
@@ -196,6 +241,9 @@ def test_queued_experiments_both_land_in_mlflow_and_leave_the_workspace_alone(re
     client = MlflowClient(f"sqlite:///{repo / 'mlflow.db'}")
     experiment = client.get_experiment_by_name("crossmodal-repro")
     runs = [r for r in client.search_runs([experiment.experiment_id]) if r.data.tags.get("dvc.exp_name") != "workspace"]
-    assert sorted(r.data.params["variant.train.lr"] for r in runs) == ["0.005", "0.02"]
-    assert all(r.info.status == "FINISHED" and "test_CIDEr" in r.data.metrics for r in runs)
+    for stage in ("train@updown", "scst@updown_scst"):  # each experiment retrains updown, then its SCST run
+        logged = [r for r in runs if r.data.tags["dvc.stage"] == stage]
+        assert sorted(r.data.params["variant.train.lr"] for r in logged) == ["0.005", "0.02"], stage
+        assert all(r.info.status == "FINISHED" and "test_CIDEr" in r.data.metrics for r in logged)
+    assert len(runs) == 4
     assert model.stat().st_mtime_ns == before

@@ -4,9 +4,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import torch
 
 from crossmodal.config import ScheduledSamplingConfig, TrainConfig
-from crossmodal.training.schedules import base_lr, lr_multiplier, scheduled_sampling_prob
+from crossmodal.training.schedules import base_lr, lr_multiplier, make_scheduler, scheduled_sampling_prob
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -23,6 +24,17 @@ def test_step_schedule_decays_every_step_size_epochs():
     f = lr_multiplier(cfg, steps_per_epoch=10)
     assert base_lr(cfg) == 5e-4
     assert [f(s) for s in (0, 29, 30, 59, 60)] == pytest.approx([1, 1, 0.8, 0.8, 0.64])
+
+
+def test_plateau_schedule_halves_lr_after_patience_epochs_without_a_better_val_score():
+    cfg = TrainConfig(schedule="plateau", lr=2e-5, gamma=0.5, patience=2)
+    optimizer = torch.optim.Adam([torch.nn.Parameter(torch.zeros(1))], lr=base_lr(cfg))
+    scheduler = make_scheduler(optimizer, cfg, steps_per_epoch=10)
+    lrs = []
+    for val_cider in (1.0, 1.1, 1.1, 1.05, 1.08, 1.2, 1.0, 1.0, 1.0):
+        scheduler.step(val_cider)
+        lrs.append(optimizer.param_groups[0]["lr"])
+    assert lrs == pytest.approx([2e-5] * 4 + [1e-5] * 3 + [1e-5, 5e-6])
 
 
 def test_noam_schedule_warms_up_linearly_then_decays_as_inverse_sqrt():

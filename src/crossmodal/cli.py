@@ -91,21 +91,28 @@ def cmd_reference_points(cfg, root: Path, args) -> None:
 
 
 def cmd_train(cfg, root: Path, args) -> None:
+    """Train one system: a cross-entropy variant, or an SCST run continuing one (params.yaml `scst`)."""
     from .tracking import Run
 
     name = args.variant
-    if name not in cfg.variants:
-        raise InputError(f"unknown variant {name!r}; params.yaml declares: {', '.join(sorted(cfg.variants))}")
-    params = {"variant": name, **config_mod.flatten(cfg.variants[name], "variant"),
+    trained = cfg.trained()
+    if name not in trained:
+        raise InputError(f"unknown variant {name!r}; params.yaml declares: {', '.join(sorted(trained))}")
+    section = "scst" if name in cfg.scst else "variant"
+    params = {"variant": name, **config_mod.flatten(trained[name], section),
               "evaluation.beam_size": cfg.evaluation.beam_size}
-    with Run(f"train@{name}", params, run_name=name) as run:  # MLflow starts while torch and data load
+    if name in cfg.scst:
+        params.update(config_mod.flatten(cfg.variants[cfg.scst[name].init], "variant"))
+    stage = f"{'scst' if name in cfg.scst else 'train'}@{name}"  # the dvc.yaml stage, for the MLflow tag
+    with Run(stage, params, run_name=name) as run:  # MLflow starts while torch and data load
         import torch
 
         from .metrics.captions import write_results
+        from .training.scst import ScstTrainer
         from .training.xe import Trainer
 
         _set_threads()
-        trainer = Trainer(cfg, name, root, progress=_progress())
+        trainer = (ScstTrainer if name in cfg.scst else Trainer)(cfg, name, root, progress=_progress())
         result = trainer.run(run)
         predictions = result.pop("predictions")
         run.log_metrics({f"test_{k}": v for k, v in result["test"].items() if isinstance(v, float)})
@@ -113,16 +120,18 @@ def cmd_train(cfg, root: Path, args) -> None:
 
         pred_path = root / paths.PREDICTIONS / name / f"captions_test_{name}_results.json"
         write_results(pred_path, predictions)
+        write_results(root / paths.submission(name), predictions)
         run.log_artifact(pred_path)
         examples = _qualitative(cfg, root, predictions, trainer.test_refs)
         examples_path = root / paths.PREDICTIONS / name / "qualitative.md"
         write_text(examples_path, examples)
         run.log_artifact(examples_path)
         with atomic_path(root / paths.MODELS / name / "model.pt") as tmp:
-            torch.save({"variant": name, "model": config_mod.to_dict(cfg.variants[name]),
+            torch.save({"variant": name, "model": config_mod.to_dict(trainer.vcfg),
                         "state_dict": trainer.model.state_dict(), "vocab_size": len(trainer.words)}, tmp)
         write_json(root / paths.METRICS / f"{name}.json", {
-            "variant": name, "model": cfg.variants[name].model, "mlflow_run_id": run.run_id, **result,
+            "variant": name, "model": trainer.vcfg.model, "objective": "scst" if name in cfg.scst else "xe",
+            "mlflow_run_id": run.run_id, **result,
         })
 
 
@@ -139,7 +148,7 @@ def cmd_tables(cfg, root: Path, args) -> None:
     from .reports.tables import build_all
 
     written = build_all(Path(__file__).parent / "reports" / "paper_tables", root / paths.METRICS,
-                        set(cfg.variants), root / paths.TABLES, root / paths.INDEX)
+                        set(cfg.trained()), root / paths.TABLES, root / paths.INDEX)
     for path in written:
         print(path)
 
@@ -162,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in COMMANDS:
         p = sub.add_parser(name)
         if name == "train":
-            p.add_argument("--variant", required=True, help="a key of `variants` in params.yaml")
+            p.add_argument("--variant", required=True, help="a key of `variants` or `scst` in params.yaml")
     args = parser.parse_args(argv)
     try:
         cfg = config_mod.load(args.params)

@@ -19,7 +19,6 @@ import yaml
 
 from .io import InputError
 
-
 # --------------------------------------------------------------------------------------------------
 # sections
 
@@ -115,9 +114,10 @@ class TrainConfig:
     lr: float = 5e-4
     betas: tuple[float, float] = (0.9, 0.999)
     weight_decay: float = 0.0
-    schedule: str = "step"  # step | noam | constant
+    schedule: str = "step"  # step | noam | plateau | constant
     step_size: int = 3  # step: decay every this many epochs
-    gamma: float = 0.8  # step: decay factor
+    gamma: float = 0.8  # step and plateau: decay factor
+    patience: int = 3  # plateau: lr *= gamma after more than `patience` epochs in a row without a better val CIDEr-D
     warmup_steps: int = 10000  # noam
     noam_factor: float = 1.0  # noam: lr = factor * model_size^-0.5 * min(s^-0.5, s * warmup^-1.5); `lr` unused
     noam_model_size: int = 1024  # noam
@@ -125,16 +125,17 @@ class TrainConfig:
     grad_clip_mode: str = "value"  # value | norm
     label_smoothing: float = 0.0
     scheduled_sampling: ScheduledSamplingConfig = field(default_factory=ScheduledSamplingConfig)
+    samples_per_image: int = 5  # SCST: multinomial samples per image, rewarded against the greedy caption
 
     def __post_init__(self) -> None:
-        if self.schedule not in ("step", "noam", "constant"):
-            raise ValueError(f"schedule must be step, noam or constant, not {self.schedule!r}")
+        if self.schedule not in ("step", "noam", "plateau", "constant"):
+            raise ValueError(f"schedule must be step, noam, plateau or constant, not {self.schedule!r}")
         if self.optimizer not in ("adam", "adamw", "sgd"):
             raise ValueError(f"optimizer must be adam, adamw or sgd, not {self.optimizer!r}")
         if self.grad_clip_mode not in ("value", "norm"):
             raise ValueError(f"grad_clip_mode must be value or norm, not {self.grad_clip_mode!r}")
-        if self.epochs < 1 or self.batch_size < 1:
-            raise ValueError("epochs and batch_size must be at least 1")
+        if self.epochs < 1 or self.batch_size < 1 or self.samples_per_image < 1:
+            raise ValueError("epochs, batch_size and samples_per_image must be at least 1")
 
 
 @dataclass(frozen=True)
@@ -147,6 +148,18 @@ class VariantConfig:
 
 
 @dataclass(frozen=True)
+class ScstConfig:
+    """Self-critical sequence training (Rennie et al. 2017) that continues a cross-entropy variant.
+
+    It starts from `init`'s best model (by validation CIDEr-D), so it shares that variant's model and
+    model_args; `train` is its own recipe (lr, epochs, samples per image, plateau decay).
+    """
+
+    init: str
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+
+@dataclass(frozen=True)
 class Config:
     profile: str = "synthetic"
     world: WorldConfig = field(default_factory=WorldConfig)
@@ -155,6 +168,19 @@ class Config:
     captions: CaptionsConfig = field(default_factory=CaptionsConfig)
     evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
     variants: dict[str, VariantConfig] = field(default_factory=dict)
+    scst: dict[str, ScstConfig] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name, run in self.scst.items():
+            if name in self.variants:
+                raise ValueError(f"'scst.{name}' reuses the name of a variant; metrics files would collide")
+            if run.init not in self.variants:
+                raise ValueError(f"'scst.{name}.init' is {run.init!r}, not a key of variants "
+                                 f"({', '.join(sorted(self.variants))})")
+
+    def trained(self) -> dict[str, VariantConfig | ScstConfig]:
+        """Every trained system by name: cross-entropy variants and SCST runs (table rows name both)."""
+        return {**self.variants, **self.scst}
 
 
 # --------------------------------------------------------------------------------------------------

@@ -20,3 +20,9 @@ INDEX = Path("reports/index.md")
 def annotations(split: str) -> Path:
     """COCO-format caption annotations of an evaluation split."""
     return WORLD / "annotations" / f"captions_{split}.json"
+
+
+def submission(variant: str) -> Path:
+    """The test-server caption file of a variant, named as the COCO server expects
+    (`captions_test2014_<alg>_results.json`); on synthetic data the test split stands in for test2014."""
+    return PREDICTIONS / variant / f"captions_test2014_{variant}_results.json"

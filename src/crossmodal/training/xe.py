@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from .. import paths
-from ..config import Config, to_dict
+from ..config import Config, ScstConfig, to_dict
 from ..data.captions import EOS, PAD, CaptionLabels, decode, load_labels, load_vocabulary
 from ..data.coco import read_coco_captions
 from ..data.regions import RegionFeatures
@@ -32,7 +32,7 @@ from ..io import InputError, atomic_path
 from ..metrics.captions import cider_only, evaluate_captions
 from ..models.base import Captioner
 from ..models.registry import build_model
-from .schedules import base_lr, lr_multiplier, scheduled_sampling_prob
+from .schedules import base_lr, make_scheduler, scheduled_sampling_prob
 
 
 @dataclass
@@ -50,10 +50,14 @@ def load_split(regions: RegionFeatures, labels: CaptionLabels) -> Split:
     return Split(labels.image_ids, feats, mask, labels)
 
 
-def fingerprint(cfg: Config, variant: str) -> str:
+def fingerprint(cfg: Config, name: str) -> str:
+    """Hash of every param a trained system depends on (its recipe, the variant it starts from, upstream)."""
     upstream = {k: to_dict(getattr(cfg, k)) for k in ("world", "backbone", "regions", "captions", "evaluation")}
-    blob = json.dumps({"variant": to_dict(cfg.variants[variant]), "upstream": upstream}, sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+    run = cfg.trained()[name]
+    blob = {"variant": to_dict(run), "upstream": upstream}
+    if isinstance(run, ScstConfig):
+        blob["init"] = to_dict(cfg.variants[run.init])
+    return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def seed_everything(seed: int) -> None:
@@ -111,12 +115,18 @@ def decode_split(model: Captioner, split: Split, words: list[str], beam_size: in
 
 
 class Trainer:
-    """Trains one variant; `run()` returns the final metrics dict (also written by the caller)."""
+    """Trains one system by cross-entropy; `run()` returns the final metrics dict (written by the caller).
 
-    def __init__(self, cfg: Config, variant: str, root: Path, progress: bool = True):
-        self.cfg, self.variant, self.root, self.progress = cfg, variant, root, progress
-        self.vcfg = cfg.variants[variant]
-        self.train_cfg = self.vcfg.train
+    Subclasses change the objective (`train_epoch`) and the starting weights (`initialise`); data,
+    validation, best-epoch choice, checkpoint/resume and the final beam-search test are shared.
+    """
+
+    def __init__(self, cfg: Config, name: str, root: Path, progress: bool = True):
+        self.cfg, self.name, self.root, self.progress = cfg, name, root, progress
+        run = cfg.trained()[name]
+        self.model_name = run.init if isinstance(run, ScstConfig) else name
+        self.vcfg = cfg.variants[self.model_name]  # model and model_args (SCST: those of its init variant)
+        self.train_cfg = run.train
         self.words = load_vocabulary(root / paths.CAPTIONS / "vocab.json")
         with RegionFeatures(root / paths.REGIONS) as regions:
             label_file = root / paths.CAPTIONS / "labels.h5"
@@ -127,16 +137,48 @@ class Trainer:
         self.val_refs = read_coco_captions(root / paths.annotations("val"))
         self.test_refs = read_coco_captions(root / paths.annotations("test"))
         seed_everything(self.train_cfg.seed)
-        self.model = build_model(variant, self.vcfg, len(self.words), feature_dim)
+        self.model = build_model(self.model_name, self.vcfg, len(self.words), feature_dim)
+        self.initialise()
         self.seq_per_img = int(np.max(self.train.labels.end - self.train.labels.start))
         self.steps_per_epoch = -(-len(self.train.image_ids) // self.train_cfg.batch_size)
         self.optimizer = make_optimizer(self.model, self.train_cfg)
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer, lr_multiplier(self.train_cfg, self.steps_per_epoch)
-        )
-        self.checkpoint = root / paths.CHECKPOINTS / variant / f"{fingerprint(cfg, variant)}.pt"
+        self.scheduler = make_scheduler(self.optimizer, self.train_cfg, self.steps_per_epoch)
+        self.per_epoch_schedule = isinstance(self.scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau)
+        self.checkpoint = root / paths.CHECKPOINTS / name / f"{fingerprint(cfg, name)}.pt"
         self.history: list[dict] = []
         self.best = {"val_CIDEr": -1.0, "epoch": -1, "state": None}
+
+    def initialise(self) -> None:
+        """Starting weights beyond the seeded initialisation (none for cross-entropy from scratch)."""
+
+    def epoch_order(self, epoch: int) -> np.ndarray:
+        """The training images' order in this epoch, from (seed, epoch) alone so that resuming keeps it."""
+        order_gen = torch.Generator().manual_seed(self.train_cfg.seed * 100003 + epoch)
+        return torch.randperm(len(self.train.image_ids), generator=order_gen).numpy()
+
+    def optimise(self, loss: torch.Tensor) -> None:
+        """One update: backward, clip (by value or norm), optimizer and per-step schedule."""
+        cfg = self.train_cfg
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if cfg.grad_clip > 0:
+            if cfg.grad_clip_mode == "norm":
+                nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
+            else:
+                nn.utils.clip_grad_value_(self.model.parameters(), cfg.grad_clip)
+        self.optimizer.step()
+        if not self.per_epoch_schedule:
+            self.scheduler.step()
+
+    def batches(self, epoch: int):
+        """Rows of the training split per step, with a progress bar."""
+        from tqdm import tqdm
+
+        order, size = self.epoch_order(epoch), self.train_cfg.batch_size
+        starts = range(0, len(order), size)
+        for start in tqdm(starts, desc=f"{self.name} epoch {epoch + 1}/{self.train_cfg.epochs}",
+                          disable=not self.progress, leave=False):
+            yield order[start:start + size]
 
     # ---- checkpointing
 
@@ -172,34 +214,19 @@ class Trainer:
 
     # ---- training
 
-    def train_epoch(self, epoch: int) -> float:
-        from tqdm import tqdm
-
+    def train_epoch(self, epoch: int) -> dict[str, float]:
+        """One epoch of teacher-forced cross-entropy; returns the epoch's training metrics."""
         cfg = self.train_cfg
         self.model.train()
-        order_gen = torch.Generator().manual_seed(cfg.seed * 100003 + epoch)
-        order = torch.randperm(len(self.train.image_ids), generator=order_gen).numpy()
         ss_prob = scheduled_sampling_prob(cfg, epoch)
-        total, count = 0.0, 0
-        batches = range(0, len(order), cfg.batch_size)
-        for start in tqdm(batches, desc=f"{self.variant} epoch {epoch + 1}/{cfg.epochs}", disable=not self.progress,
-                          leave=False):
-            rows = order[start:start + cfg.batch_size]
+        losses = []
+        for rows in self.batches(epoch):
             targets = caption_batch(self.train.labels, rows, self.seq_per_img)
             logprobs = self.model(self.train.feats[rows], self.train.mask[rows], targets, self.seq_per_img, ss_prob)
             loss = sequence_loss(logprobs, targets, cfg.label_smoothing)
-            self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if cfg.grad_clip > 0:
-                if cfg.grad_clip_mode == "norm":
-                    nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
-                else:
-                    nn.utils.clip_grad_value_(self.model.parameters(), cfg.grad_clip)
-            self.optimizer.step()
-            self.scheduler.step()
-            total += loss.item()
-            count += 1
-        return total / max(count, 1)
+            self.optimise(loss)
+            losses.append(loss.item())
+        return {"train_loss": float(np.mean(losses))}
 
     def run(self, tracker=None) -> dict:
         cfg, ev = self.train_cfg, self.cfg.evaluation
@@ -211,11 +238,13 @@ class Trainer:
                 tracker.log_metrics({k: v for k, v in row.items() if k != "epoch"}, step=row["epoch"])
         for epoch in range(first, cfg.epochs):
             lr = self.optimizer.param_groups[0]["lr"]
-            loss = self.train_epoch(epoch)
+            train_metrics = self.train_epoch(epoch)
             val_pred = decode_split(self.model, self.val, self.words, 1, ev.max_length, ev.batch_size)
             val_cider = cider_only(val_pred, self.val_refs)
-            row = {"epoch": epoch + 1, "train_loss": loss, "lr": lr, "val_CIDEr": val_cider}
+            row = {"epoch": epoch + 1, **train_metrics, "lr": lr, "val_CIDEr": val_cider}
             self.history.append(row)
+            if self.per_epoch_schedule:
+                self.scheduler.step(val_cider)
             if val_cider > self.best["val_CIDEr"]:
                 self.best = {"val_CIDEr": val_cider, "epoch": epoch + 1,
                              "state": {k: v.clone() for k, v in self.model.state_dict().items()}}
@@ -223,7 +252,8 @@ class Trainer:
             if tracker is not None:
                 tracker.log_metrics({k: v for k, v in row.items() if k != "epoch"}, step=epoch + 1)
             if self.progress:
-                print(f"{self.variant} epoch {epoch + 1}: loss {loss:.3f} val CIDEr-D {val_cider:.3f}", flush=True)
+                shown = " ".join(f"{k} {v:.3f}" for k, v in train_metrics.items())
+                print(f"{self.name} epoch {epoch + 1}: {shown} val CIDEr-D {val_cider:.3f}", flush=True)
         self.model.load_state_dict(self.best["state"])
         predictions = decode_split(self.model, self.test, self.words, ev.beam_size, ev.max_length, ev.batch_size)
         return {
