@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from crossmodal.io import InputError
-from crossmodal.reports.tables import build_all, load_table
+from crossmodal.reports.tables import build_all, load_table, load_tables
 
 PAPER_TABLES = Path(__file__).resolve().parents[1] / "src" / "crossmodal" / "reports" / "paper_tables"
 XLAN_VARIANTS = {"updown", "xlan_dec", "xlan_enc1", "xlan_enc2", "xlan_enc3", "xlan_enc4", "xlan"}
@@ -111,9 +111,18 @@ def _md_rows(markdown: str) -> dict[str, dict[str, str]]:
     return rows
 
 
-def test_build_with_only_updown_metrics(tmp_path, metrics_dir):
+@pytest.fixture()
+def xlan3_only(tmp_path) -> Path:
+    """A paper-tables directory holding only xlan_table3.yaml, so a build test looks at one table."""
+    d = tmp_path / "paper_tables_xlan3"
+    d.mkdir()
+    (d / "xlan_table3.yaml").write_text((PAPER_TABLES / "xlan_table3.yaml").read_text(encoding="utf-8"), encoding="utf-8")
+    return d
+
+
+def test_build_with_only_updown_metrics(tmp_path, metrics_dir, xlan3_only):
     out, index = tmp_path / "reports" / "tables", tmp_path / "reports" / "index.md"
-    written = build_all(PAPER_TABLES, metrics_dir, XLAN_VARIANTS, out, index)
+    written = build_all(xlan3_only, metrics_dir, XLAN_VARIANTS, out, index)
     assert written == [out / "xlan_table3.md", out / "xlan_table3.csv", index]
     md = (out / "xlan_table3.md").read_text()
     assert md.startswith("# xlan_table3: Table 3 of X-Linear Attention Networks for Image Captioning (Pan et al., CVPR 2020)")
@@ -151,11 +160,13 @@ def test_build_with_only_updown_metrics(tmp_path, metrics_dir):
     assert idx.rstrip().endswith("| 1 | 6 | 0 |")
 
 
-def test_build_is_byte_identical_when_repeated(tmp_path, metrics_dir):
+def test_build_is_byte_identical_when_repeated(tmp_path, metrics_dir, xlan3_only):
     out, index = tmp_path / "tables", tmp_path / "index.md"
-    first = {p: p.read_bytes() for p in build_all(PAPER_TABLES, metrics_dir, XLAN_VARIANTS, out, index)}
-    second = {p: p.read_bytes() for p in build_all(PAPER_TABLES, metrics_dir, XLAN_VARIANTS, out, index)}
+    first = {p: p.read_bytes() for p in build_all(xlan3_only, metrics_dir, XLAN_VARIANTS, out, index)}
+    second = {p: p.read_bytes() for p in build_all(xlan3_only, metrics_dir, XLAN_VARIANTS, out, index)}
     assert first == second and sorted(p.name for p in out.iterdir()) == ["xlan_table3.csv", "xlan_table3.md"]
+    everything = {p: p.read_bytes() for p in build_all(PAPER_TABLES, metrics_dir, XLAN_VARIANTS, out, index)}
+    assert everything == {p: p.read_bytes() for p in build_all(PAPER_TABLES, metrics_dir, XLAN_VARIANTS, out, index)}
 
 
 def test_cited_unregistered_grouped_and_server_only_cells(tmp_path, metrics_dir):
@@ -193,3 +204,260 @@ def test_missing_metric_in_metrics_file_is_an_input_error(tmp_path, metrics_dir)
     with pytest.raises(InputError, match=r"updown\.json: test metrics lack 'METEOR'"):
         build_all(PAPER_TABLES, metrics_dir, XLAN_VARIANTS, tmp_path / "out", tmp_path / "index.md")
     assert not (tmp_path / "out").exists()
+
+
+# ---------------------------------------------------------------- the transcribed tables
+
+TABLE_IDS = ["aoanet_offline", "aoanet_online", "eta_table1", "eta_table3", "xlan_table1", "xlan_table2",
+             "xlan_table3"]
+ONLINE = ["BLEU-1", "BLEU-2", "BLEU-3", "BLEU-4", "METEOR", "ROUGE-L", "CIDEr"]
+
+
+def _row(table, label: str):
+    """The one row whose first label field reads `label`."""
+    found = [r for r in table.rows if r.labels[table.label_fields[0].key] == label]
+    assert len(found) == 1, (label, [r.labels for r in table.rows])
+    return found[0]
+
+
+def _online(c5_c40: list[float | None]) -> dict[str, float | None]:
+    """Row values of an online table from the printed order B@1 c5, B@1 c40, B@2 c5, ..."""
+    ids = [f"{g}:{m}" for m in ONLINE for g in ("c5", "c40")]
+    assert len(c5_c40) == len(ids)
+    return dict(zip(ids, c5_c40))
+
+
+def test_every_paper_table_loads():
+    tables = load_tables(PAPER_TABLES)
+    assert [t.id for t in tables] == TABLE_IDS
+    for t in tables:
+        assert t.dataset == "COCO" and t.unit == "%" and t.scale == 100
+        for row in t.rows:  # every variant row names its variant(s); cited rows name none
+            assert row.cited != bool(row.variants())
+            if t.column_groups and isinstance(row.variant, dict):
+                assert set(row.variant) == {g.id for g in t.column_groups}
+    online = {t.id for t in tables if any(c.server_only for c in t.columns)}
+    assert online == {"aoanet_online", "xlan_table2", "eta_table3"}
+    for t in tables:
+        if t.id in online:  # every leaderboard metric is server-only, c5 and c40 per metric
+            assert all(c.server_only for c in t.columns)
+            assert [c.id for c in t.columns] == [f"{g}:{m}" for m in ONLINE for g in ("c5", "c40")]
+            assert t.reference_points is None
+
+
+def test_aoanet_offline_transcription():
+    t = load_table(PAPER_TABLES / "aoanet_offline.yaml")
+    assert [(s.name, len(s.rows)) for s in t.sections] == [("Single model", 8)]
+    assert [c.id for c in t.columns] == [f"{g}:{m}" for g in ("xe", "scst")
+                                         for m in ("BLEU-1", "BLEU-4", "METEOR", "ROUGE-L", "CIDEr", "SPICE")]
+    assert [r.labels["model"] for r in t.rows] == ["LSTM [37]", "SCST [31]", "LSTM-A [50]", "Up-Down [2]",
+                                                   "RFNet [20]", "GCN-LSTM [49]", "SGAE [44]", "AoANet"]
+    lstm = t.rows[0]
+    assert lstm.variant == {"xe": "showtell", "scst": "showtell_scst"}
+    assert list(lstm.values.values()) == [None, 29.6, 25.2, 52.6, 94.0, None, None, 31.9, 25.5, 54.3, 106.3, None]
+    assert _row(t, "SCST [31]").variant == {"xe": "att2in", "scst": "att2in_scst"}
+    assert _row(t, "SCST [31]").values["scst:CIDEr"] == 114.0
+    updown = _row(t, "Up-Down [2]")
+    assert updown.variant == {"xe": "updown", "scst": "updown_scst"}
+    assert (updown.values["xe:BLEU-1"], updown.values["xe:CIDEr"], updown.values["scst:SPICE"]) == (77.2, 113.5, 21.4)
+    assert _row(t, "RFNet [20]").cited and _row(t, "RFNet [20]").values["xe:ROUGE-L"] == 56.8
+    assert _row(t, "GCN-LSTM [49]").values["scst:CIDEr"] == 127.6
+    sgae = _row(t, "SGAE [44]")
+    assert all(sgae.values[f"xe:{m}"] is None for m in ("BLEU-1", "BLEU-4", "METEOR", "ROUGE-L", "CIDEr", "SPICE"))
+    assert sgae.values["scst:BLEU-1"] == 80.8 and sgae.values["scst:CIDEr"] == 127.8
+    aoanet = t.rows[-1]
+    assert aoanet.variant == {"xe": "aoanet", "scst": "aoanet_scst"}
+    assert list(aoanet.values.values()) == [77.4, 37.2, 28.4, 57.5, 119.8, 21.3, 80.2, 38.9, 29.2, 58.8, 129.8, 22.4]
+    assert sum(r.cited for r in t.rows) == 4
+
+
+def test_aoanet_online_transcription():
+    t = load_table(PAPER_TABLES / "aoanet_online.yaml")
+    assert [(s.name, len(s.rows)) for s in t.sections] == [("Online leaderboard", 7)]
+    assert [r.labels["model"] for r in t.rows] == ["SCST [31]", "LSTM-A [50]", "Up-Down [2]", "RFNet [20]",
+                                                   "GCN-LSTM [49]", "SGAE [44]", "AoANet"]
+    assert [r.variant for r in t.rows] == ["att2in_scst", None, "updown_scst", None, None, None, "aoanet_scst"]
+    assert t.rows[0].values == _online([78.1, 93.7, 61.9, 86.0, 47.0, 75.9, 35.2, 64.5, 27.0, 35.5, 56.3, 70.7,
+                                        114.7, 116.0])
+    assert t.rows[-1].values == _online([81.0, 95.0, 65.8, 89.6, 51.4, 81.3, 39.4, 71.2, 29.1, 38.5, 58.9, 74.5,
+                                         126.9, 129.6])
+    assert any("ensemble" in n and "single model" in n for n in t.rows[-1].notes)
+    gcn = _row(t, "GCN-LSTM [49]")
+    assert gcn.values["c5:BLEU-1"] is None and gcn.values["c40:BLEU-1"] is None
+    assert gcn.values["c5:CIDEr"] == 125.3 and gcn.values["c40:CIDEr"] == 126.5
+    assert _row(t, "RFNet [20]").values["c40:BLEU-4"] == 69.2
+    assert [c.label for c in t.columns][-1] == "CIDEr-D"
+
+
+def test_xlan_table1_transcription():
+    t = load_table(PAPER_TABLES / "xlan_table1.yaml")
+    assert [(s.name, len(s.rows)) for s in t.sections] == [("Single model", 12), ("Ensemble/Fusion", 8)]
+    single, ensemble = t.sections[0].rows, t.sections[1].rows
+    assert [r.labels["model"] for r in single] == [
+        "LSTM [33]", "SCST [28]", "LSTM-A [40]", "RFNet [13]", "Up-Down [2]", "GCN-LSTM [38]", "LBPF [26]",
+        "SGAE [36]", "AoANet [12]", "X-LAN", "Transformer [29]", "X-Transformer"]
+    assert [r.labels["model"] for r in ensemble] == [
+        "SCST [28] Σ", "RFNet [13] Σ", "GCN-LSTM [38] Σ", "SGAE [36] Σ", "HIP [39] Σ", "AoANet [12] Σ", "X-LAN Σ",
+        "X-Transformer Σ"]
+    variants = {r.labels["model"]: r.variant for r in t.rows if not r.cited}
+    assert variants == {
+        "LSTM [33]": {"xe": "showtell", "scst": "showtell_scst"},
+        "SCST [28]": {"xe": "att2in", "scst": "att2in_scst"},
+        "Up-Down [2]": {"xe": "updown", "scst": "updown_scst"},
+        "AoANet [12]": {"xe": "aoanet", "scst": "aoanet_scst"},
+        "X-LAN": {"xe": "xlan", "scst": "xlan_scst"},
+        "Transformer [29]": {"xe": "transformer", "scst": "transformer_scst"},
+        "X-Transformer": {"xe": "xtransformer", "scst": "xtransformer_scst"},
+        "X-LAN Σ": {"xe": "xlan_ensemble", "scst": "xlan_scst_ensemble"},
+        "X-Transformer Σ": {"xe": "xtransformer_ensemble", "scst": "xtransformer_scst_ensemble"}}
+    assert _row(t, "AoANet [12] Σ").cited and _row(t, "SCST [28] Σ").cited
+    lstm = single[0].values
+    assert [lstm[f"xe:{m}"] for m in METRICS] == [None, None, None, 29.6, 25.2, 52.6, 94.0, None]
+    assert [lstm[f"scst:{m}"] for m in METRICS] == [None, None, None, 31.9, 25.5, 54.3, 106.3, None]
+    xlan = _row(t, "X-LAN").values
+    assert [xlan[f"xe:{m}"] for m in METRICS] == [78.0, 62.3, 48.9, 38.2, 28.8, 58.0, 122.0, 21.9]
+    assert [xlan[f"scst:{m}"] for m in METRICS] == [80.8, 65.6, 51.4, 39.5, 29.5, 59.2, 132.0, 23.4]
+    rfnet = _row(t, "RFNet [13]").values
+    assert (rfnet["xe:BLEU-2"], rfnet["xe:BLEU-3"], rfnet["xe:ROUGE-L"], rfnet["scst:BLEU-3"]) == (60.4, 46.6, 56.5, 48.4)
+    assert _row(t, "LBPF [26]").values["xe:CIDEr"] == 116.4 and _row(t, "Transformer [29]").values["scst:CIDEr"] == 128.3
+    assert _row(t, "X-Transformer").values["scst:CIDEr"] == 132.8
+    sgae = _row(t, "SGAE [36] Σ").values
+    assert all(sgae[f"xe:{m}"] is None for m in METRICS) and sgae["scst:BLEU-1"] == 81.0 and sgae["scst:CIDEr"] == 129.1
+    hip = _row(t, "HIP [39] Σ").values
+    assert hip["xe:BLEU-1"] is None and hip["scst:BLEU-1"] is None and hip["scst:CIDEr"] == 130.6
+    assert _row(t, "X-LAN Σ").values["scst:CIDEr"] == 133.7 and _row(t, "X-LAN Σ").values["xe:BLEU-1"] == 78.8
+    xt = ensemble[-1]
+    assert [xt.values[f"scst:{m}"] for m in METRICS] == [81.7, 66.8, 52.6, 40.7, 29.9, 59.7, 135.3, 23.8]
+    assert xt.values["xe:CIDEr"] == 122.1 and xt.values["xe:BLEU-1"] == 77.8
+    assert any('"817"' in n and "81.7" in n for n in xt.notes)  # the corrected cell says so
+
+
+def test_xlan_table2_transcription():
+    t = load_table(PAPER_TABLES / "xlan_table2.yaml")
+    assert [(s.name, len(s.rows)) for s in t.sections] == [("Online leaderboard", 11)]
+    assert [r.labels["model"] for r in t.rows] == [
+        "LSTM-A (ResNet-152) [40]", "Up-Down (ResNet-101) [2]", "RFNet (ResNet+DenseNet+Inception) [13]",
+        "SGAE (ResNet-101) [36]", "GCN-LSTM (ResNet-101) [38]", "AoANet (ResNet-101) [12]", "HIP (SENet-154) [39]",
+        "X-LAN (ResNet-101)", "X-LAN (SENet-154)", "X-Transformer (ResNet-101)", "X-Transformer (SENet-154)"]
+    assert [r.variant for r in t.rows] == [None, "updown_scst", None, None, None, "aoanet_scst", None,
+                                           "xlan_scst_ensemble", None, "xtransformer_scst_ensemble", None]
+    assert t.rows[0].values == _online([78.7, 93.7, 62.7, 86.7, 47.6, 76.5, 35.6, 65.2, 27.0, 35.4, 56.4, 70.5,
+                                        116.0, 118.0])
+    assert t.rows[-1].values == _online([81.9, 95.7, 66.9, 90.5, 52.4, 82.5, 40.3, 72.4, 29.6, 39.2, 59.5, 75.0,
+                                         131.1, 133.5])
+    assert _row(t, "X-LAN (ResNet-101)").values == _online([81.1, 95.3, 66.0, 89.8, 51.5, 81.5, 39.5, 71.4, 29.4,
+                                                            38.9, 59.2, 74.7, 128.0, 130.3])
+    gcn = _row(t, "GCN-LSTM (ResNet-101) [38]").values
+    assert (gcn["c5:BLEU-1"], gcn["c40:BLEU-1"]) == (80.8, 95.2)
+    assert _row(t, "HIP (SENet-154) [39]").values["c40:CIDEr"] == 130.2
+    assert any("single model" in n for n in _row(t, "AoANet (ResNet-101) [12]").notes)
+
+
+def test_eta_table1_transcription():
+    t = load_table(PAPER_TABLES / "eta_table1.yaml")
+    assert [(f.key, f.label) for f in t.label_fields] == [("model", "Model"), ("regions", "Proposal"),
+                                                          ("attributes", "Semantic")]
+    assert [(s.name, len(s.rows)) for s in t.sections] == [("Offline evaluation", 7)]
+    assert [tuple(r.labels.values()) for r in t.rows] == [
+        ("SCST [30]", "✗", "✗"), ("LSTM-A [43]", "✗", "✓"), ("VS-LSTM [22]", "✓", "✓"), ("Up-Down [2]", "✓", "✗"),
+        ("GCN-LSTM_fuse [42]", "✓", "✓"), ("ETA", "✓", "✓"), ("ETA_fuse", "✓", "✓")]
+    assert [r.variant for r in t.rows] == [
+        {"xe": "att2in", "scst": "att2in_scst"}, None, None, {"xe": "updown", "scst": "updown_scst"}, None,
+        {"xe": "eta", "scst": "eta_scst"}, {"xe": "eta_fuse", "scst": "eta_scst_fuse"}]
+    assert list(t.rows[0].values.values()) == [None, 30.0, 25.9, 53.4, 99.4, None, None, 34.2, 26.7, 55.7, 114.0, None]
+    vs = _row(t, "VS-LSTM [22]").values
+    assert (vs["xe:BLEU-1"], vs["xe:ROUGE-L"], vs["xe:CIDEr"], vs["scst:ROUGE-L"], vs["scst:SPICE"]) == (76.3, None, 110.2, None, None)
+    assert _row(t, "GCN-LSTM_fuse [42]").values["scst:CIDEr"] == 128.7
+    assert list(_row(t, "ETA").values.values()) == [77.3, 37.1, 28.2, 57.1, 117.9, 21.4, 81.5, 39.3, 28.8, 58.9, 126.6, 22.7]
+    assert list(t.rows[-1].values.values()) == [77.6, 37.8, 28.4, 57.4, 119.3, 21.6, 81.5, 39.9, 28.9, 59.0, 127.6, 22.6]
+
+
+def test_eta_table3_transcription():
+    t = load_table(PAPER_TABLES / "eta_table3.yaml")
+    assert [(s.name, len(s.rows)) for s in t.sections] == [("Online leaderboard", 6)]
+    assert [r.labels["model"] for r in t.rows] == ["SCST", "LSTM-A", "VS-LSTM", "Up-Down", "GCN-LSTM", "ETA"]
+    assert [r.variant for r in t.rows] == ["att2in_scst", None, None, "updown_scst", None, "eta_scst"]
+    assert t.rows[0].values == _online([78.1, 93.7, 61.9, 86.0, 47.0, 75.9, 35.2, 64.5, 27.0, 35.3, 56.3, 70.7,
+                                        114.7, 116.0])  # M c40 35.3 as printed here (AoANet prints 35.5)
+    assert t.rows[-1].values == _online([81.2, 95.0, 65.5, 89.0, 50.9, 80.4, 38.9, 70.2, 28.6, 38.0, 58.6, 73.9,
+                                         122.1, 124.4])
+    assert _row(t, "VS-LSTM").values["c40:BLEU-1"] == 94.6 and _row(t, "VS-LSTM").values["c5:CIDEr"] == 116.6
+    assert _row(t, "GCN-LSTM").values["c5:BLEU-1"] is None and _row(t, "GCN-LSTM").values["c5:BLEU-2"] == 65.5
+    assert any("three models" in n for n in t.rows[-1].notes)
+
+
+# ---------------------------------------------------------------- server-only cells
+
+
+def _write_metrics(metrics_dir: Path, variant: str) -> None:
+    test = dict(zip(METRICS, [0.7, 0.5, 0.4, 0.3, 0.25, 0.5, 1.1, None]))
+    (metrics_dir / f"{variant}.json").write_text(json.dumps({"variant": variant,
+                                                             "test": {**test, "SPICE_status": SPICE_STATUS}}))
+
+
+def test_server_only_cells_name_the_submission_file_once_the_variant_has_metrics(tmp_path, metrics_dir):
+    _write_metrics(metrics_dir, "aoanet_scst")  # updown_scst and att2in_scst stay pending
+    tables = tmp_path / "paper"
+    tables.mkdir()
+    (tables / "aoanet_online.yaml").write_text((PAPER_TABLES / "aoanet_online.yaml").read_text(encoding="utf-8"),
+                                               encoding="utf-8")
+    build_all(tables, metrics_dir, {"aoanet_scst", "updown_scst", "att2in_scst"}, tmp_path / "out",
+              tmp_path / "index.md")
+    md = (tmp_path / "out" / "aoanet_online.md").read_text()
+    rows = {k[0]: r for k, r in _md_rows(md).items()}
+    ours = [v for k, v in rows["AoANet"].items() if k.endswith(" ours")]
+    assert ours == ["server only"] * 14
+    text = ("Server columns: the COCO test server scores the submission file "
+            "`data/predictions/aoanet_scst/captions_test2014_aoanet_scst_results.json` written by the pipeline "
+            "(on synthetic data the test split stands in for test2014).")
+    number = next(line[2:line.index("]")] for line in md.splitlines() if line.endswith(text))
+    assert f"[^{number}]" in rows["AoANet"]["Model"]  # marked once, on the row label
+    for pending in ("Up-Down [2]", "SCST [31]"):  # no metrics yet, so no submission file and no footnote
+        assert all(v == "server only" for k, v in rows[pending].items() if k.endswith(" ours"))
+        assert f"[^{number}]" not in rows[pending]["Model"]
+    assert "updown_scst/captions_test2014" not in md and "att2in_scst/captions_test2014" not in md
+    assert all(v == "cited" for k, v in rows["LSTM-A [50]"].items() if k.endswith(" ours"))
+    assert (rows["AoANet"]["c5 CIDEr-D paper"], rows["AoANet"]["c40 CIDEr-D paper"]) == ("126.9", "129.6")
+    kinds = [r["kind"] for r in csv.DictReader(io.StringIO((tmp_path / "out" / "aoanet_online.csv").read_text()))]
+    assert kinds == ["pending", "cited", "pending", "cited", "cited", "cited", "reproduced"]
+    assert (tmp_path / "index.md").read_text().rstrip().endswith("| 1 | 2 | 4 |")
+
+
+def test_build_all_transcribed_tables(tmp_path, metrics_dir):
+    _write_metrics(metrics_dir, "updown_scst")
+    out, index = tmp_path / "tables", tmp_path / "index.md"
+    written = build_all(PAPER_TABLES, metrics_dir, {"updown", "updown_scst"}, out, index)
+    assert written == [out / f"{t}.{ext}" for t in TABLE_IDS for ext in ("md", "csv")] + [index]
+    counts = {}
+    for line in index.read_text().splitlines()[6:]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        counts[cells[0].split("]")[0].lstrip("[")] = tuple(int(c) for c in cells[-3:])
+    assert counts == {  # reproduced / pending / cited: the Up-Down row of each table is ours
+        "aoanet_offline": (1, 3, 4), "aoanet_online": (1, 2, 4), "eta_table1": (1, 3, 3), "eta_table3": (1, 2, 3),
+        "xlan_table1": (1, 8, 11), "xlan_table2": (1, 3, 7), "xlan_table3": (1, 6, 0)}
+    xlan2 = (out / "xlan_table2.md").read_text()
+    assert "`data/predictions/updown_scst/captions_test2014_updown_scst_results.json`" in xlan2
+    xlan1 = {k[0]: r for k, r in _md_rows((out / "xlan_table1.md").read_text()).items()}
+    assert (xlan1["Up-Down [2]"]["XE C paper"], xlan1["Up-Down [2]"]["XE C ours"]) == ("113.5", "114.5")
+    assert (xlan1["Up-Down [2]"]["CIDEr opt. C paper"], xlan1["Up-Down [2]"]["CIDEr opt. C ours"]) == ("120.1", "110.0")
+    assert xlan1["X-Transformer Σ"]["CIDEr opt. B@1 paper"] == "81.7"
+    assert xlan1["X-Transformer Σ"]["CIDEr opt. B@1 ours"] == "pending"
+    eta1 = (out / "eta_table1.md").read_text()
+    assert "| Model | Proposal | Semantic |" in eta1 and "| ETA_fuse" in eta1
+
+
+@pytest.mark.parametrize("table_id, numbers, nulls, total", [
+    # counted and summed over the table lines of the paper texts (X-LAN Table 1 with "817" read as 81.7)
+    ("aoanet_offline", 82, 14, 4612.3),
+    ("aoanet_online", 96, 2, 6833.5),
+    ("xlan_table1", 248, 72, 14225.3),
+    ("xlan_table2", 154, 0, 11259.0),
+    ("eta_table1", 76, 8, 4376.0),
+    ("eta_table3", 82, 2, 5763.8),
+])
+def test_transcription_fingerprint(table_id, numbers, nulls, total):
+    """Every printed number is transcribed: a mistyped, dropped or invented cell changes one of these."""
+    values = [v for r in load_table(PAPER_TABLES / f"{table_id}.yaml").rows for v in r.values.values()]
+    present = [v for v in values if v is not None]
+    assert (len(present), len(values) - len(present)) == (numbers, nulls)
+    assert round(sum(present), 1) == pytest.approx(total, abs=1e-6)

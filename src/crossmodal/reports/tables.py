@@ -26,7 +26,9 @@ YAML format (every key below is the complete set; anything else is an error)::
       - key: BLEU-4                    # our metric key, looked up in the metrics JSON's "test"
         label: "B@4"                   # the paper's column label
         group: xe                      # optional: a column_groups id
-        server_only: false             # optional: only a test server computes it (ours: "server only")
+        server_only: false             # optional: only a test server computes it (ours: "server only";
+                                       #   once a filling variant has metrics, a footnote names the
+                                       #   submission file the pipeline wrote for it, paths.submission)
         scale: 100                     # optional: overrides the table's scale for this column
     reference_points: reference_points.json   # optional: add our constant-caption / human-ceiling rows
     data_profile: data_profile.json    # optional (this default): the metrics-dir file naming our data
@@ -61,6 +63,7 @@ from typing import Any
 
 import yaml
 
+from crossmodal import paths
 from crossmodal.io import InputError, read_json, write_text
 
 REFERENCE_LABELS = {"constant_caption": "Constant caption", "human_ceiling": "Human ceiling"}
@@ -439,6 +442,12 @@ def build_table(table: PaperTable, metrics_dir: str | os.PathLike, registered_va
             for name in row.variants():
                 if name not in results.registered:
                     labels[0] += notes.mark(f"variant `{name}` is not registered in params.yaml yet")
+            if not row.cited:  # a trained variant's server columns: name the submission file it wrote
+                submitted = {row.variant_for(c) for c in table.columns if c.server_only} - {None}
+                for name in sorted(v for v in submitted if results.test(v) is not None):
+                    labels[0] += notes.mark(f"Server columns: the COCO test server scores the submission file "
+                                            f"`{paths.submission(name).as_posix()}` written by the pipeline "
+                                            "(on synthetic data the test split stands in for test2014).")
             if row.cited:
                 kind = "cited"
             else:
