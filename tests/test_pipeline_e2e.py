@@ -101,6 +101,7 @@ def test_repro_builds_every_output_and_the_table(repo):
     assert "synthetic" in table and "pending" in table
     assert f"{100 * metrics['test']['CIDEr']:.1f}" in table
     assert "xlan_table3" in (repo / "reports/index.md").read_text()
+    assert not list((repo / "data/checkpoints").rglob("*.pt"))  # finished runs leave no checkpoint to resume
 
 
 def test_scst_continues_the_cross_entropy_model_and_fills_the_scst_columns(repo):

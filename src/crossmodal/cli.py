@@ -133,6 +133,7 @@ def cmd_train(cfg, root: Path, args) -> None:
             "variant": name, "model": trainer.vcfg.model, "objective": "scst" if name in cfg.scst else "xe",
             "mlflow_run_id": run.run_id, **result,
         })
+        trainer.checkpoint.unlink(missing_ok=True)  # finished: a rerun (new code, say) must not resume it
 
 
 def _qualitative(cfg, root: Path, predictions: dict[int, str], refs: dict[int, list[str]]) -> str:

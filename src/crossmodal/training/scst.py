@@ -15,6 +15,8 @@ best epoch, checkpoint/resume, beam search on test. Sampling draws from a genera
 """
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 import torch
 
@@ -71,6 +73,7 @@ class ScstTrainer(Trainer):
         if not init_path.is_file():
             raise InputError(f"missing file: {init_path} (the cross-entropy model SCST starts from; "
                              f"run `dvc repro train@{self.model_name}` first)")
+        self.start_digest = hashlib.sha256(init_path.read_bytes()).hexdigest()
         try:
             saved = torch.load(init_path, weights_only=False)
             self.model.load_state_dict(saved["state_dict"])

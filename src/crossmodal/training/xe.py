@@ -5,9 +5,10 @@ Recipe (the Up-Down / X-LAN / AoANet codes): every reference caption of an image
 scheduled sampling; gradient clipping by value or norm; schedule per step (see `schedules`).
 
 Resume: after every epoch `data/checkpoints/<variant>/<fingerprint>.pt` holds model, optimizer, scheduler,
-RNG states and history; the fingerprint hashes every param the run depends on, so a rerun with the same
-params continues where a killed run stopped and reaches the same final metrics, and a changed param starts
-afresh. The epoch's data order comes from a generator seeded by (seed, epoch), so it does not depend on
+RNG states and history; the fingerprint hashes every param the run depends on (and the starting weights),
+so a rerun with the same params continues where a killed run stopped and reaches the same final metrics,
+and a changed param starts afresh. The stage deletes the checkpoint once its outputs are written, so a
+later rerun (after a code change, say) trains anew instead of resuming a finished run. The epoch's data order comes from a generator seeded by (seed, epoch), so it does not depend on
 whether the run was resumed.
 """
 from __future__ import annotations
@@ -50,11 +51,12 @@ def load_split(regions: RegionFeatures, labels: CaptionLabels) -> Split:
     return Split(labels.image_ids, feats, mask, labels)
 
 
-def fingerprint(cfg: Config, name: str) -> str:
-    """Hash of every param a trained system depends on (its recipe, the variant it starts from, upstream)."""
+def fingerprint(cfg: Config, name: str, start: str = "") -> str:
+    """Hash of every param a trained system depends on (its recipe, the variant it starts from, upstream) and
+    of its starting weights (`start`, a digest; empty when training from scratch)."""
     upstream = {k: to_dict(getattr(cfg, k)) for k in ("world", "backbone", "regions", "captions", "evaluation")}
     run = cfg.trained()[name]
-    blob = {"variant": to_dict(run), "upstream": upstream}
+    blob = {"variant": to_dict(run), "upstream": upstream, "start": start}
     if isinstance(run, ScstConfig):
         blob["init"] = to_dict(cfg.variants[run.init])
     return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:16]
@@ -138,18 +140,20 @@ class Trainer:
         self.test_refs = read_coco_captions(root / paths.annotations("test"))
         seed_everything(self.train_cfg.seed)
         self.model = build_model(self.model_name, self.vcfg, len(self.words), feature_dim)
+        self.start_digest = ""
         self.initialise()
         self.seq_per_img = int(np.max(self.train.labels.end - self.train.labels.start))
         self.steps_per_epoch = -(-len(self.train.image_ids) // self.train_cfg.batch_size)
         self.optimizer = make_optimizer(self.model, self.train_cfg)
         self.scheduler = make_scheduler(self.optimizer, self.train_cfg, self.steps_per_epoch)
         self.per_epoch_schedule = isinstance(self.scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau)
-        self.checkpoint = root / paths.CHECKPOINTS / name / f"{fingerprint(cfg, name)}.pt"
+        self.checkpoint = root / paths.CHECKPOINTS / name / f"{fingerprint(cfg, name, self.start_digest)}.pt"
         self.history: list[dict] = []
         self.best = {"val_CIDEr": -1.0, "epoch": -1, "state": None}
 
     def initialise(self) -> None:
-        """Starting weights beyond the seeded initialisation (none for cross-entropy from scratch)."""
+        """Starting weights beyond the seeded initialisation (none for cross-entropy from scratch); sets
+        `start_digest` to a digest of them, so a checkpoint never resumes from other starting weights."""
 
     def epoch_order(self, epoch: int) -> np.ndarray:
         """The training images' order in this epoch, from (seed, epoch) alone so that resuming keeps it."""

@@ -1,0 +1,157 @@
+"""Captioning models at the papers' sizes on this CPU: training step time, peak memory, beam-search throughput.
+
+Run: PYTHONPATH=src python benchmarks/bench_models.py [--models aoanet updown] [--repeats 3] [--out-dir ...]
+Writes benchmarks/results/models.{json,md}.
+
+Workload (COCO with bottom-up features, as in the papers): each image has 10-100 regions of 2048-d (the
+adaptive bottom-up boxes, padded to 100 and masked), 5 captions of 16 words, a vocabulary of 10,369 words
+(AoANet's), the paper's batch size in images. A training step is forward + label-smoothed cross-entropy +
+backward + Adam update, median of `--repeats` after one warm-up step. Decoding is beam search (beam 3, up to
+16 words) of 10 images with the model in eval mode, median of `--repeats` after a warm-up, in images/s
+(weights are random, so <eos> is forbidden and every caption has 16 words). Each model runs in its own process so that its peak RSS
+(resident memory, includes Python and torch, ~0.4 GiB) is its own.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from crossmodal.data.captions import EOS
+
+# name -> (registered model, model_args at the paper's size, batch size in images, source of the sizes)
+PAPER_SIZES = {
+    "showtell": ("showtell", {"embed_dim": 512, "hidden_dim": 512}, 10, "self-critical.pytorch defaults"),
+    "att2in": ("att2in", {"embed_dim": 512, "hidden_dim": 512, "att_hidden_dim": 512}, 10,
+               "self-critical.pytorch defaults"),
+    "updown": ("updown", {"embed_dim": 1000, "hidden_dim": 1000, "att_hidden_dim": 512}, 100,
+               "Up-Down paper: 1000-d LSTMs, 512-d attention, batch 100"),
+    "aoanet": ("aoanet", {}, 10, "AoANet paper: D = 1024, 8 heads, 6 refiner layers, batch 10"),
+}
+VOCAB, FEATURE_DIM, MAX_REGIONS, MIN_REGIONS, CAPTIONS, WORDS = 10369, 2048, 100, 10, 5, 16
+
+
+class FullLength:
+    """The model with <eos> forbidden, so every beam decodes all WORDS steps: random weights would otherwise end
+    captions at arbitrary lengths and the throughputs would not compare."""
+
+    def __init__(self, model):
+        self.model = model
+
+    def encode(self, feats, mask):
+        return self.model.encode(feats, mask)
+
+    def init_state(self, encoded, batch_size):
+        return self.model.init_state(encoded, batch_size)
+
+    def step(self, words, state, encoded):
+        logprobs, state = self.model.step(words, state, encoded)
+        logprobs = logprobs.clone()
+        logprobs[:, EOS] = float("-inf")
+        return logprobs, state
+
+
+def measure(name: str, repeats: int) -> dict:
+    from crossmodal.config import VariantConfig
+    from crossmodal.decoding.search import beam_search
+    from crossmodal.models.registry import build_model
+    from crossmodal.training.xe import sequence_loss
+
+    torch.set_num_threads(int(os.environ.get("CROSSMODAL_THREADS", 2)))
+    torch.manual_seed(0)
+    model_name, args, images, _ = PAPER_SIZES[name]
+    model = build_model(name, VariantConfig(model=model_name, model_args=args), VOCAB, FEATURE_DIM)
+    counts = torch.randint(MIN_REGIONS, MAX_REGIONS + 1, (images,))
+    mask = torch.arange(MAX_REGIONS)[None] < counts[:, None]
+    feats = torch.randn(images, MAX_REGIONS, FEATURE_DIM).relu() * mask[..., None]
+    targets = torch.randint(4, VOCAB, (images * CAPTIONS, WORDS))
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
+
+    def train_step() -> None:
+        loss = sequence_loss(model(feats, mask, targets, CAPTIONS), targets, 0.2)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+
+    model.train()
+    times = []
+    for i in range(repeats + 1):
+        start = time.perf_counter()
+        train_step()
+        if i:  # the first step allocates Adam's state and warms the allocator
+            times.append(time.perf_counter() - start)
+    model.eval()
+    decode_images = min(images, 10)
+    decode_times = []
+    for i in range(repeats + 1):  # the first call warms up
+        start = time.perf_counter()
+        seqs, _ = beam_search(FullLength(model), feats[:decode_images], mask[:decode_images], 3, WORDS)
+        if i:
+            decode_times.append(time.perf_counter() - start)
+    decode_seconds = statistics.median(decode_times)
+    return {
+        "parameters_M": round(sum(p.numel() for p in model.parameters()) / 1e6, 1),
+        "batch_images": images,
+        "train_step_s": round(statistics.median(times), 3),
+        "train_captions_per_s": round(images * CAPTIONS / statistics.median(times), 1),
+        "beam3_images_per_s": round(decode_images / decode_seconds, 2),
+        "beam3_words": round(float((seqs != 0).sum(1).float().mean()), 1),
+        "peak_rss_GiB": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
+    }
+
+
+def markdown(report: dict) -> str:
+    lines = [
+        "# Captioning models at the papers' sizes (CPU)", "",
+        f"{report['machine']}, {report['threads']} torch threads, torch {report['torch']}. Workload: "
+        f"{MIN_REGIONS}-{MAX_REGIONS} regions of {FEATURE_DIM}-d per image (padded, masked), {CAPTIONS} captions of "
+        f"{WORDS} words, vocabulary {VOCAB:,}. Train step = forward + cross-entropy + backward + Adam; median of "
+        f"{report['repeats']} after a warm-up step. Decoding: beam 3 over 10 images, eval mode, random weights, <eos> forbidden.", "",
+        "| model | sizes from | parameters (M) | batch (images) | train step (s) | captions/s | beam-3 images/s "
+        "| words decoded | peak RSS (GiB) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, r in report["models"].items():
+        lines.append(f"| {name} | {PAPER_SIZES[name][3]} | {r['parameters_M']} | {r['batch_images']} | "
+                     f"{r['train_step_s']} | {r['train_captions_per_s']} | {r['beam3_images_per_s']} | "
+                     f"{r['beam3_words']} | {r['peak_rss_GiB']} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="+", default=list(PAPER_SIZES), choices=list(PAPER_SIZES))
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--out-dir", default=str(Path(__file__).parent / "results"))
+    parser.add_argument("--one", help=argparse.SUPPRESS)  # child process: measure one model, print JSON
+    args = parser.parse_args()
+    if args.one:
+        print(json.dumps(measure(args.one, args.repeats)))
+        return
+
+    from crossmodal.io import write_json, write_text
+
+    results = {}
+    for name in args.models:
+        out = subprocess.run([sys.executable, __file__, "--one", name, "--repeats", str(args.repeats)],
+                             capture_output=True, text=True, check=True)
+        results[name] = json.loads(out.stdout.strip().splitlines()[-1])
+        print(name, results[name], flush=True)
+    report = {"machine": f"{platform.machine()}, {os.cpu_count()} cores", "torch": torch.__version__,
+              "threads": int(os.environ.get("CROSSMODAL_THREADS", 2)), "repeats": args.repeats, "models": results}
+    out_dir = Path(args.out_dir)
+    write_json(out_dir / "models.json", report)
+    write_text(out_dir / "models.md", markdown(report))
+
+
+if __name__ == "__main__":
+    main()
