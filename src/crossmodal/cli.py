@@ -14,7 +14,7 @@ from pathlib import Path
 
 from . import config as config_mod
 from . import paths
-from .io import InputError, atomic_path, read_json, write_json, write_text
+from .io import InputError, read_json, save_torch, write_json, write_text
 
 
 def _progress() -> bool:
@@ -105,8 +105,6 @@ def cmd_train(cfg, root: Path, args) -> None:
         params.update(config_mod.flatten(cfg.variants[cfg.scst[name].init], "variant"))
     stage = f"{'scst' if name in cfg.scst else 'train'}@{name}"  # the dvc.yaml stage, for the MLflow tag
     with Run(stage, params, run_name=name) as run:  # MLflow starts while torch and data load
-        import torch
-
         from .metrics.captions import write_results
         from .training.scst import ScstTrainer
         from .training.xe import Trainer
@@ -126,9 +124,9 @@ def cmd_train(cfg, root: Path, args) -> None:
         examples_path = root / paths.PREDICTIONS / name / "qualitative.md"
         write_text(examples_path, examples)
         run.log_artifact(examples_path)
-        with atomic_path(root / paths.MODELS / name / "model.pt") as tmp:
-            torch.save({"variant": name, "model": config_mod.to_dict(trainer.vcfg),
-                        "state_dict": trainer.model.state_dict(), "vocab_size": len(trainer.words)}, tmp)
+        save_torch({"variant": name, "model": config_mod.to_dict(trainer.vcfg),
+                    "state_dict": trainer.model.state_dict(), "vocab_size": len(trainer.words)},
+                   root / paths.MODELS / name / "model.pt")
         write_json(root / paths.METRICS / f"{name}.json", {
             "variant": name, "model": trainer.vcfg.model, "objective": "scst" if name in cfg.scst else "xe",
             "mlflow_run_id": run.run_id, **result,

@@ -54,6 +54,16 @@ def write_text(path: str | os.PathLike, text: str) -> None:
         tmp.write_text(text, encoding="utf-8")
 
 
+def save_torch(obj: Any, path: str | os.PathLike) -> None:
+    """`torch.save` atomically, through a file handle: given a path, torch names the archive inside after the
+    file, so saving to a random temporary name made equal models differ byte for byte, and DVC then reran
+    every stage downstream of a retrained but unchanged model."""
+    import torch
+
+    with atomic_path(path) as tmp, open(tmp, "wb") as handle:
+        torch.save(obj, handle)
+
+
 def read_json(path: str | os.PathLike) -> Any:
     path = Path(path)
     if not path.is_file():

@@ -33,7 +33,7 @@ from torch import nn
 from tqdm import tqdm
 
 from ..config import BackboneConfig, to_dict
-from ..io import InputError, atomic_path, read_json
+from ..io import InputError, read_json, save_torch
 
 BACKGROUND = "__background__"
 ATTRIBUTE_GROUPS = ("color", "size", "texture")  # object keys; the vocabularies are "<group>s" in the file
@@ -334,8 +334,7 @@ def pretrain(cfg: BackboneConfig, world_dir: Path, out_path: Path, progress: boo
     accuracy = evaluate(model, val_img, val_box, val_lab, max(cfg.batch_size, 64))
     ckpt = {"state_dict": model.state_dict(), "config": to_dict(cfg), "classes": classes, "attributes": attributes,
             "stride": Backbone.stride, "image_size": [int(width), int(height)]}
-    with atomic_path(out_path, suffix=".pt") as tmp:
-        torch.save(ckpt, tmp)
+    save_torch(ckpt, out_path)
     return {
         "accuracy": accuracy,
         "chance": {"class": 1 / len(vocab["shapes"]), **{g: 1 / len(v) for g, v in attributes.items()}},

@@ -29,7 +29,7 @@ from ..data.captions import EOS, PAD, CaptionLabels, decode, load_labels, load_v
 from ..data.coco import read_coco_captions
 from ..data.regions import RegionFeatures
 from ..decoding.search import beam_search, greedy_decode
-from ..io import InputError, atomic_path
+from ..io import InputError, save_torch
 from ..metrics.captions import cider_only, evaluate_captions
 from ..models.base import Captioner
 from ..models.registry import build_model
@@ -196,8 +196,7 @@ class Trainer:
             "best": self.best,
             "rng": {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()},
         }
-        with atomic_path(self.checkpoint) as tmp:
-            torch.save(state, tmp)
+        save_torch(state, self.checkpoint)
 
     def resume(self) -> int:
         """Load the checkpoint if one exists for these exact params; returns the next epoch to run."""
