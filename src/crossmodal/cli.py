@@ -98,19 +98,19 @@ def cmd_train(cfg, root: Path, args) -> None:
     trained = cfg.trained()
     if name not in trained:
         raise InputError(f"unknown variant {name!r}; params.yaml declares: {', '.join(sorted(trained))}")
-    section = "scst" if name in cfg.scst else "variant"
-    params = {"variant": name, **config_mod.flatten(trained[name], section),
+    scst = name in cfg.scst
+    params = {"variant": name, **config_mod.flatten(trained[name], "scst" if scst else "variant"),
               "evaluation.beam_size": cfg.evaluation.beam_size}
-    if name in cfg.scst:
+    if scst:  # the model it continues
         params.update(config_mod.flatten(cfg.variants[cfg.scst[name].init], "variant"))
-    stage = f"{'scst' if name in cfg.scst else 'train'}@{name}"  # the dvc.yaml stage, for the MLflow tag
+    stage = f"{'scst' if scst else 'train'}@{name}"  # the dvc.yaml stage, for the MLflow tag
     with Run(stage, params, run_name=name) as run:  # MLflow starts while torch and data load
         from .metrics.captions import write_results
         from .training.scst import ScstTrainer
         from .training.xe import Trainer
 
         _set_threads()
-        trainer = (ScstTrainer if name in cfg.scst else Trainer)(cfg, name, root, progress=_progress())
+        trainer = (ScstTrainer if scst else Trainer)(cfg, name, root, progress=_progress())
         result = trainer.run(run)
         predictions = result.pop("predictions")
         run.log_metrics({f"test_{k}": v for k, v in result["test"].items() if isinstance(v, float)})
@@ -128,7 +128,7 @@ def cmd_train(cfg, root: Path, args) -> None:
                     "state_dict": trainer.model.state_dict(), "vocab_size": len(trainer.words)},
                    root / paths.MODELS / name / "model.pt")
         write_json(root / paths.METRICS / f"{name}.json", {
-            "variant": name, "model": trainer.vcfg.model, "objective": "scst" if name in cfg.scst else "xe",
+            "variant": name, "model": trainer.vcfg.model, "objective": "scst" if scst else "xe",
             "mlflow_run_id": run.run_id, **result,
         })
         trainer.checkpoint.unlink(missing_ok=True)  # finished: a rerun (new code, say) must not resume it

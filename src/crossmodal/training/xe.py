@@ -8,8 +8,8 @@ Resume: after every epoch `data/checkpoints/<variant>/<fingerprint>.pt` holds mo
 RNG states and history; the fingerprint hashes every param the run depends on (and the starting weights),
 so a rerun with the same params continues where a killed run stopped and reaches the same final metrics,
 and a changed param starts afresh. The stage deletes the checkpoint once its outputs are written, so a
-later rerun (after a code change, say) trains anew instead of resuming a finished run. The epoch's data order comes from a generator seeded by (seed, epoch), so it does not depend on
-whether the run was resumed.
+later rerun (after a code change, say) trains anew instead of resuming a finished run. The epoch's data
+order comes from a generator seeded by (seed, epoch), so it does not depend on whether the run was resumed.
 """
 from __future__ import annotations
 
