@@ -1,0 +1,83 @@
+"""X-Linear attention block (Pan et al., CVPR 2020, eqs. 2-6), multi-head as in the official X-LAN code.
+
+For a query Q and keys/values {k_i}, {v_i} of the real regions:
+  B_k,i = q ⊙ k_i              bilinear query-key representation        q = P_q(Q), k_i = P_k(k_i)
+  B'_k,i = Dropout(ReLU(W_B B_k,i))   the shared low-dimensional embedding (eq. 3)
+  β^s = softmax_i(w_b B'_k,i)  spatial attention over the real regions (eq. 4)
+  β^c = sigmoid(W_e mean_i B'_k,i)   channel attention, squeeze-excitation on the masked mean (eq. 5)
+  out = β^c ⊙ Σ_i β^s_i (u ⊙ v_i)   = β^c ⊙ u ⊙ Σ_i β^s_i v_i     u = P_v1(Q), v_i = P_v2(v_i) (eqs. 2, 6)
+Each projection P is Linear -> activation -> GroupNorm(groups), per the official code; the activation is a
+parameter: ReLU for the plain block, CELU (α = 1.3, the official "+ELU" block) for the infinity-order one.
+All of it runs per head on D / heads channels; heads are concatenated, with no output projection and no
+1/sqrt(d) scaling (the official code has neither). Vectorised over heads, queries and regions.
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from .additive import masked_softmax
+
+ACTIVATIONS = {"relu": lambda: nn.ReLU(), "celu": lambda: nn.CELU(alpha=1.3), "elu": lambda: nn.ELU()}
+
+
+class _Projection(nn.Module):
+    """Linear -> activation -> GroupNorm over the last dim (rows of any leading shape)."""
+
+    def __init__(self, in_dim: int, out_dim: int, activation: str, groups: int):
+        super().__init__()
+        self.linear = nn.Linear(in_dim, out_dim)
+        self.activation = ACTIVATIONS[activation]()
+        self.norm = nn.GroupNorm(groups, out_dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.activation(self.linear(x))
+        return self.norm(y.reshape(-1, y.size(-1))).view_as(y)
+
+
+class XLinearAttention(nn.Module):
+    """One X-Linear attention block.
+
+    `forward(query [B, Nq, Dq] or [B, Dq], keys [B, N, D], values [B, N, D], mask [B, N])` returns the
+    attended features of the query's shape with `dim` channels, and the spatial weights [B, H, Nq, N].
+    """
+
+    def __init__(self, dim: int, heads: int = 8, query_dim: int | None = None, mid_dim: int | None = None,
+                 activation: str = "celu", groups: int = 8, dropout: float = 0.1):
+        super().__init__()
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)}, not {activation!r}")
+        if dim % heads:
+            raise ValueError(f"dim {dim} is not divisible by heads {heads}")
+        query_dim = query_dim or dim
+        self.heads, head_dim = heads, dim // heads
+        mid_dim = mid_dim or head_dim // 2  # the official 64 for 128-d heads
+        self.query_key = _Projection(query_dim, dim, activation, groups)
+        self.key = _Projection(dim, dim, activation, groups)
+        self.query_value = _Projection(query_dim, dim, activation, groups)
+        self.value = _Projection(dim, dim, activation, groups)
+        self.embed = nn.Sequential(nn.Linear(head_dim, mid_dim), nn.ReLU(), nn.Dropout(dropout))  # W_B
+        self.spatial = nn.Linear(mid_dim, 1)  # w_b
+        self.channel = nn.Linear(mid_dim, head_dim)  # W_e
+
+    def _split(self, x: torch.Tensor) -> torch.Tensor:
+        """[B, N, D] -> [B, H, N, d]."""
+        return x.unflatten(-1, (self.heads, -1)).transpose(1, 2)
+
+    def forward(self, query, keys, values, mask):
+        single = query.dim() == 2
+        if single:
+            query = query.unsqueeze(1)
+        q = self._split(self.query_key(query)).unsqueeze(3)  # [B, H, Nq, 1, d]
+        u = self._split(self.query_value(query))  # [B, H, Nq, d]
+        k = self._split(self.key(keys)).unsqueeze(2)  # [B, H, 1, N, d]
+        v = self._split(self.value(values))  # [B, H, N, d]
+        embedded = self.embed(q * k)  # B'_k [B, H, Nq, N, m]
+        region_mask = mask[:, None, None, :]  # [B, 1, 1, N]
+        weights = masked_softmax(self.spatial(embedded).squeeze(-1), region_mask)  # β^s [B, H, Nq, N]
+        keep = region_mask.unsqueeze(-1).to(embedded.dtype)
+        pooled = (embedded * keep).sum(3) / keep.sum(3).clamp(min=1.0)  # masked mean [B, H, Nq, m]
+        gate = torch.sigmoid(self.channel(pooled))  # β^c [B, H, Nq, d]
+        attended = gate * u * (weights @ v)  # [B, H, Nq, d]
+        out = attended.transpose(1, 2).flatten(2)  # heads concatenated [B, Nq, D]
+        return (out.squeeze(1) if single else out), weights
