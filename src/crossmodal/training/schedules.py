@@ -1,4 +1,4 @@
-"""Learning-rate schedules of the papers, as per-step multipliers for `torch.optim.lr_scheduler.LambdaLR`.
+"""Learning-rate schedules of the papers: per-step multipliers for `LambdaLR`, or a per-epoch plateau decay.
 
 - step: lr * gamma ^ floor(epoch / step_size) (Up-Down, AoANet: x0.8 every 3 epochs).
 - noam: factor * model_size^-0.5 * min(s^-0.5, s * warmup^-1.5) with s = step + 1 (Vaswani et al.; X-LAN's

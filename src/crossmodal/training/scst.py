@@ -16,6 +16,7 @@ best epoch, checkpoint/resume, beam search on test. Sampling draws from a genera
 from __future__ import annotations
 
 import hashlib
+import io
 
 import numpy as np
 import torch
@@ -68,19 +69,22 @@ def self_critical_batch(model: Captioner, feats: torch.Tensor, mask: torch.Tenso
 
 
 class ScstTrainer(Trainer):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.references = reference_corpus(self.train.labels, self.words)
+        self.cider = CiderD(corpus=self.references)  # document frequencies of the training references, once
+
     def initialise(self) -> None:
         init_path = self.root / paths.MODELS / self.model_name / "model.pt"
         if not init_path.is_file():
             raise InputError(f"missing file: {init_path} (the cross-entropy model SCST starts from; "
                              f"run `dvc repro train@{self.model_name}` first)")
-        self.start_digest = hashlib.sha256(init_path.read_bytes()).hexdigest()
+        data = init_path.read_bytes()
+        self.start_digest = hashlib.sha256(data).hexdigest()
         try:
-            saved = torch.load(init_path, weights_only=False)
-            self.model.load_state_dict(saved["state_dict"])
+            self.model.load_state_dict(torch.load(io.BytesIO(data), weights_only=False)["state_dict"])
         except (RuntimeError, EOFError, KeyError, ValueError) as err:
             raise InputError(f"{init_path}: not a model of variant {self.model_name!r} ({err})") from None
-        self.references = reference_corpus(self.train.labels, self.words)
-        self.cider = CiderD(corpus=self.references)
 
     def train_epoch(self, epoch: int) -> dict[str, float]:
         """One epoch of self-critical updates; returns the mean loss and CIDEr-D of samples and greedy captions."""
