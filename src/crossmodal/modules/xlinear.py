@@ -38,8 +38,9 @@ class _Projection(nn.Module):
 class XLinearAttention(nn.Module):
     """One X-Linear attention block.
 
-    `forward(query [B, Nq, Dq] or [B, Dq], keys [B, N, D], values [B, N, D], mask [B, N])` returns the
-    attended features of the query's shape with `dim` channels, and the spatial weights [B, H, Nq, N].
+    `forward(query [B, Nq, Dq] or [B, Dq], keys [B, N, D], values [B, N, D], mask)` returns the attended
+    features of the query's shape with `dim` channels, and the spatial weights [B, H, Nq, N]. mask is
+    [B, N] (True = real region) or [B, Nq, N] per query (a causal mask over words, say).
     """
 
     def __init__(self, dim: int, heads: int = 8, query_dim: int | None = None, mid_dim: int | None = None,
@@ -64,20 +65,62 @@ class XLinearAttention(nn.Module):
         """[B, N, D] -> [B, H, N, d]."""
         return x.unflatten(-1, (self.heads, -1)).transpose(1, 2)
 
-    def forward(self, query, keys, values, mask):
+    def project_kv(self, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keys and values [B, N, D] -> P_k(k), P_v2(v) split into heads [B, H, N, d]; a decoder computes
+        them once per image and passes them to `attend` at every step."""
+        return self._split(self.key(keys)), self._split(self.value(values))
+
+    def attend(self, query, keys, values, mask):
+        """`forward` on keys/values from `project_kv`."""
         single = query.dim() == 2
         if single:
             query = query.unsqueeze(1)
         q = self._split(self.query_key(query)).unsqueeze(3)  # [B, H, Nq, 1, d]
         u = self._split(self.query_value(query))  # [B, H, Nq, d]
-        k = self._split(self.key(keys)).unsqueeze(2)  # [B, H, 1, N, d]
-        v = self._split(self.value(values))  # [B, H, N, d]
-        embedded = self.embed(q * k)  # B'_k [B, H, Nq, N, m]
-        region_mask = mask[:, None, None, :]  # [B, 1, 1, N]
+        embedded = self.embed(q * keys.unsqueeze(2))  # B'_k [B, H, Nq, N, m]
+        region_mask = mask[:, None, None, :] if mask.dim() == 2 else mask[:, None]  # [B, 1, 1 or Nq, N]
         weights = masked_softmax(self.spatial(embedded).squeeze(-1), region_mask)  # β^s [B, H, Nq, N]
         keep = region_mask.unsqueeze(-1).to(embedded.dtype)
         pooled = (embedded * keep).sum(3) / keep.sum(3).clamp(min=1.0)  # masked mean [B, H, Nq, m]
         gate = torch.sigmoid(self.channel(pooled))  # β^c [B, H, Nq, d]
-        attended = gate * u * (weights @ v)  # [B, H, Nq, d]
+        attended = gate * u * (weights @ values)  # [B, H, Nq, d]
         out = attended.transpose(1, 2).flatten(2)  # heads concatenated [B, Nq, D]
         return (out.squeeze(1) if single else out), weights
+
+    def forward(self, query, keys, values, mask):
+        return self.attend(query, *self.project_kv(keys, values), mask)
+
+
+class XLinearEncoderLayer(nn.Module):
+    """One stacked layer (eqs. 7-8): the attended feature becomes the next query, keys and values are updated.
+
+    v^(m) = X-Linear(K^(m-1), V^(m-1), v^(m-1));
+    k_i^(m) = LayerNorm(ReLU(W_m^k [v^(m); k_i^(m-1)]) + k_i^(m-1)), likewise v_i^(m) with W_m^v.
+    `separate_values=True` is the paper's eq. 8 (own W^k, W^v); False is the official code, where keys and
+    values are one tensor updated once (its X-Transformer encoder). Dropout on the block output (the code's
+    0.5 wrapper) and on the update branch. Padded rows are updated too but never read by a real one.
+    """
+
+    def __init__(self, dim: int, heads: int = 8, activation: str = "celu", groups: int = 8,
+                 attention_dropout: float = 0.1, dropout: float = 0.5, separate_values: bool = True):
+        super().__init__()
+        self.attention = XLinearAttention(dim, heads, activation=activation, groups=groups, dropout=attention_dropout)
+        self.dropout = nn.Dropout(dropout)
+        self.separate_values = separate_values
+        self.key_update = nn.Sequential(nn.Linear(2 * dim, dim), nn.ReLU(), nn.Dropout(dropout))
+        self.key_norm = nn.LayerNorm(dim)
+        if separate_values:
+            self.value_update = nn.Sequential(nn.Linear(2 * dim, dim), nn.ReLU(), nn.Dropout(dropout))
+            self.value_norm = nn.LayerNorm(dim)
+
+    @staticmethod
+    def _update(update: nn.Module, norm: nn.Module, attended: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        return norm(update(torch.cat([attended.unsqueeze(1).expand_as(rows), rows], -1)) + rows)
+
+    def forward(self, query, keys, values, mask):
+        """query [B, D], keys/values [B, N, D] -> (attended [B, D], new keys, new values)."""
+        attended = self.dropout(self.attention(query, keys, values, mask)[0])
+        new_keys = self._update(self.key_update, self.key_norm, attended, keys)
+        if not self.separate_values:
+            return attended, new_keys, new_keys
+        return attended, new_keys, self._update(self.value_update, self.value_norm, attended, values)
