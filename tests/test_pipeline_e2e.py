@@ -74,6 +74,9 @@ def repo(tmp_path_factory) -> Path:
     params = yaml.safe_load((repo / "params.yaml").read_text())
     params["variants"] = {"updown": params["variants"]["updown"]}
     params["scst"] = {"updown_scst": params["scst"]["updown_scst"]}
+    params["reseeds"] = {f"updown_seed{k}": {"of": "updown", "seed": k} for k in (1, 2, 3)}
+    params["scst_reseeds"] = {}
+    params["ensembles"] = {"updown_ensemble": {"members": ["updown", *params["reseeds"]]}}
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     set_params(repo, {**TINY, "variants": {"updown": {"model_args": TINY_UPDOWN_ARGS, "train": TINY_UPDOWN_TRAIN}},
                       "scst": {"updown_scst": {"train": TINY_SCST_TRAIN}}})
@@ -102,6 +105,18 @@ def test_repro_builds_every_output_and_the_table(repo):
     assert f"{100 * metrics['test']['CIDEr']:.1f}" in table
     assert "xlan_table3" in (repo / "reports/index.md").read_text()
     assert not list((repo / "data/checkpoints").rglob("*.pt"))  # finished runs leave no checkpoint to resume
+
+
+def test_reseeded_members_and_their_ensemble(repo):
+    members = [json.loads((repo / f"reports/metrics/{m}.json").read_text())
+               for m in ("updown", "updown_seed1", "updown_seed2", "updown_seed3")]
+    assert len({json.dumps(m["history"], sort_keys=True) for m in members}) == 4  # other seeds, other runs
+    ensemble = json.loads((repo / "reports/metrics/updown_ensemble.json").read_text())
+    assert ensemble["objective"] == "xe" and ensemble["members"] == ["updown", "updown_seed1", "updown_seed2",
+                                                                      "updown_seed3"]
+    assert ensemble["mlflow_run_id"] and set(ensemble["test"]) == set(members[0]["test"])
+    submission = repo / "data/predictions/updown_ensemble/captions_test2014_updown_ensemble_results.json"
+    assert len(json.loads(submission.read_text())) == 12
 
 
 def test_scst_continues_the_cross_entropy_model_and_fills_the_scst_columns(repo):
@@ -134,7 +149,9 @@ def test_changing_one_variant_param_reruns_only_its_training_and_tables(repo):
     assert "changed" not in status
     set_params(repo, {"variants": {"updown": {"train": {"lr": 0.001}}}})
     out = run(repo, "dvc", "repro").stdout
-    assert _stages_run(out) == ["scst@updown_scst", "tables", "train@updown"], out  # SCST continues updown
+    members = [f"reseed@updown_seed{k}" for k in (1, 2, 3)]  # reseeded members share every param but the seed
+    assert _stages_run(out) == sorted(["ensemble@updown_ensemble", *members, "scst@updown_scst", "tables",
+                                       "train@updown"]), out
     diff = run(repo, "dvc", "params", "diff").stdout
     assert "variants.updown.train.lr" in diff
     assert "CIDEr" in run(repo, "dvc", "metrics", "diff").stdout
@@ -232,7 +249,7 @@ def test_queued_experiments_both_land_in_mlflow_and_leave_the_workspace_alone(re
     for lr in ("0.02", "0.005"):
         run(repo, "dvc", "exp", "run", "--queue", "-S", f"variants.updown.train.lr={lr}")
     run(repo, "dvc", "queue", "start", "-j", "2")
-    deadline = time.time() + 300
+    deadline = time.time() + 480
     while time.time() < deadline:
         status = run(repo, "dvc", "queue", "status").stdout
         if "Queued" not in status and "Running" not in status:
@@ -244,9 +261,11 @@ def test_queued_experiments_both_land_in_mlflow_and_leave_the_workspace_alone(re
     client = MlflowClient(f"sqlite:///{repo / 'mlflow.db'}")
     experiment = client.get_experiment_by_name("crossmodal-repro")
     runs = [r for r in client.search_runs([experiment.experiment_id]) if r.data.tags.get("dvc.exp_name") != "workspace"]
-    for stage in ("train@updown", "scst@updown_scst"):  # each experiment retrains updown, then its SCST run
+    reseeds = [f"reseed@updown_seed{k}" for k in (1, 2, 3)]
+    for stage in ("train@updown", "scst@updown_scst", *reseeds):  # each experiment retrains updown and its kin
         logged = [r for r in runs if r.data.tags["dvc.stage"] == stage]
         assert sorted(r.data.params["variant.train.lr"] for r in logged) == ["0.005", "0.02"], stage
         assert all(r.info.status == "FINISHED" and "test_CIDEr" in r.data.metrics for r in logged)
-    assert len(runs) == 4
+    assert len([r for r in runs if r.data.tags["dvc.stage"] == "ensemble@updown_ensemble"]) == 2
+    assert len(runs) == 12
     assert model.stat().st_mtime_ns == before

@@ -37,7 +37,7 @@ def test_scst_config_must_start_from_a_declared_variant_and_not_reuse_its_name()
     assert set(cfg.trained()) == {"base", "base_scst"}
     with pytest.raises(InputError, match="'scst.x.init' is 'bse', not a key of variants"):
         build(Config, _config({"x": {"init": "bse"}}))
-    with pytest.raises(InputError, match="'scst.base' reuses the name of a variant"):
+    with pytest.raises(InputError, match="'scst.base' reuses the name of 'variants.base'"):
         build(Config, _config({"base": {"init": "base"}}))
     with pytest.raises(InputError, match="samples_per_image"):
         build(Config, _config({"x": {"init": "base", "train": {"samples_per_image": 0}}}))

@@ -98,40 +98,64 @@ def cmd_train(cfg, root: Path, args) -> None:
     trained = cfg.trained()
     if name not in trained:
         raise InputError(f"unknown variant {name!r}; params.yaml declares: {', '.join(sorted(trained))}")
-    scst = name in cfg.scst
+    scst = isinstance(trained[name], config_mod.ScstConfig)
     params = {"variant": name, **config_mod.flatten(trained[name], "scst" if scst else "variant"),
               "evaluation.beam_size": cfg.evaluation.beam_size}
     if scst:  # the model it continues
-        params.update(config_mod.flatten(cfg.variants[cfg.scst[name].init], "variant"))
-    stage = f"{'scst' if scst else 'train'}@{name}"  # the dvc.yaml stage, for the MLflow tag
+        params.update(config_mod.flatten(trained[trained[name].init], "variant"))
+    stage = cfg.stage_of(name)  # the dvc.yaml stage, for the MLflow tag
     with Run(stage, params, run_name=name) as run:  # MLflow starts while torch and data load
-        from .metrics.captions import write_results
         from .training.scst import ScstTrainer
         from .training.xe import Trainer
 
         _set_threads()
         trainer = (ScstTrainer if scst else Trainer)(cfg, name, root, progress=_progress())
         result = trainer.run(run)
-        predictions = result.pop("predictions")
-        run.log_metrics({f"test_{k}": v for k, v in result["test"].items() if isinstance(v, float)})
-        run.set_tag("SPICE_status", result["test"]["SPICE_status"])
-
-        pred_path = root / paths.PREDICTIONS / name / f"captions_test_{name}_results.json"
-        write_results(pred_path, predictions)
-        write_results(root / paths.submission(name), predictions)
-        run.log_artifact(pred_path)
-        examples = _qualitative(cfg, root, predictions, trainer.test_refs)
-        examples_path = root / paths.PREDICTIONS / name / "qualitative.md"
-        write_text(examples_path, examples)
-        run.log_artifact(examples_path)
         save_torch({"variant": name, "model": config_mod.to_dict(trainer.vcfg),
                     "state_dict": trainer.model.state_dict(), "vocab_size": len(trainer.words)},
                    root / paths.MODELS / name / "model.pt")
-        write_json(root / paths.METRICS / f"{name}.json", {
-            "variant": name, "model": trainer.vcfg.model, "objective": "scst" if scst else "xe",
-            "mlflow_run_id": run.run_id, **result,
-        })
+        _write_system(cfg, root, name, run, trainer.test_refs, {
+            "variant": name, "model": trainer.vcfg.model, "objective": "scst" if scst else "xe", **result})
         trainer.checkpoint.unlink(missing_ok=True)  # finished: a rerun (new code, say) must not resume it
+
+
+def cmd_ensemble(cfg, root: Path, args) -> None:
+    """Decode the test split with an ensemble of trained systems (params.yaml `ensembles`)."""
+    from .tracking import Run
+
+    name = args.name
+    if name not in cfg.ensembles:
+        raise InputError(f"unknown ensemble {name!r}; params.yaml declares: {', '.join(sorted(cfg.ensembles))}")
+    members = cfg.ensembles[name].members
+    params = {"ensemble": name, "members": ",".join(members), "evaluation.beam_size": cfg.evaluation.beam_size}
+    with Run(cfg.stage_of(name), params, run_name=name) as run:
+        from .training.ensemble import run_ensemble
+
+        _set_threads()
+        result = run_ensemble(cfg, name, root)
+        refs = result.pop("refs")
+        scst = isinstance(cfg.trained()[members[0]], config_mod.ScstConfig)
+        _write_system(cfg, root, name, run, refs, {"variant": name, "model": cfg.model_of(members[0]).model,
+                                                   "objective": "scst" if scst else "xe", "members": list(members),
+                                                   **result})
+
+
+def _write_system(cfg, root: Path, name: str, run, refs: dict[int, list[str]], metrics: dict) -> None:
+    """A finished system's outputs: test predictions (also as the COCO server's submission file), qualitative
+    examples and the metrics file; the test metrics and files also go to its MLflow run."""
+    from .metrics.captions import write_results
+
+    predictions = metrics.pop("predictions")
+    run.log_metrics({f"test_{k}": v for k, v in metrics["test"].items() if isinstance(v, float)})
+    run.set_tag("SPICE_status", metrics["test"]["SPICE_status"])
+    pred_path = root / paths.PREDICTIONS / name / f"captions_test_{name}_results.json"
+    write_results(pred_path, predictions)
+    write_results(root / paths.submission(name), predictions)
+    run.log_artifact(pred_path)
+    examples_path = root / paths.PREDICTIONS / name / "qualitative.md"
+    write_text(examples_path, _qualitative(cfg, root, predictions, refs))
+    run.log_artifact(examples_path)
+    write_json(root / paths.METRICS / f"{name}.json", {**metrics, "mlflow_run_id": run.run_id})
 
 
 def _qualitative(cfg, root: Path, predictions: dict[int, str], refs: dict[int, list[str]]) -> str:
@@ -147,7 +171,7 @@ def cmd_tables(cfg, root: Path, args) -> None:
     from .reports.tables import build_all
 
     written = build_all(Path(__file__).parent / "reports" / "paper_tables", root / paths.METRICS,
-                        set(cfg.trained()), root / paths.TABLES, root / paths.INDEX)
+                        set(cfg.trained()) | set(cfg.ensembles), root / paths.TABLES, root / paths.INDEX)
     for path in written:
         print(path)
 
@@ -159,6 +183,7 @@ COMMANDS = {
     "extract-regions": cmd_extract_regions,
     "reference-points": cmd_reference_points,
     "train": cmd_train,
+    "ensemble": cmd_ensemble,
     "tables": cmd_tables,
 }
 
@@ -170,7 +195,10 @@ def main(argv: list[str] | None = None) -> int:
     for name in COMMANDS:
         p = sub.add_parser(name)
         if name == "train":
-            p.add_argument("--variant", required=True, help="a key of `variants` or `scst` in params.yaml")
+            p.add_argument("--variant", required=True,
+                           help="a key of `variants`, `scst`, `reseeds` or `scst_reseeds` in params.yaml")
+        if name == "ensemble":
+            p.add_argument("--name", required=True, help="a key of `ensembles` in params.yaml")
     args = parser.parse_args(argv)
     try:
         cfg = config_mod.load(args.params)

@@ -161,6 +161,33 @@ class ScstConfig:
 
 
 @dataclass(frozen=True)
+class ReseedConfig:
+    """An ensemble member: the system `of` retrained with another `seed`, every other param shared with it.
+
+    For a member of an SCST run, `init` names the cross-entropy member of the same seed it continues (spelled
+    out, not derived, so that dvc.yaml can depend on that model's directory).
+    """
+
+    of: str
+    seed: int
+    init: str | None = None
+
+
+ENSEMBLE_SIZE = 4  # the paper's Σ rows fuse four models; dvc.yaml's ensemble stage depends on four members
+
+
+@dataclass(frozen=True)
+class EnsembleConfig:
+    """Models decoded together by beam search over their averaged log-probabilities."""
+
+    members: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if len(self.members) != ENSEMBLE_SIZE or len(set(self.members)) != ENSEMBLE_SIZE:
+            raise ValueError(f"members must be {ENSEMBLE_SIZE} distinct trained systems, got {list(self.members)}")
+
+
+@dataclass(frozen=True)
 class Config:
     profile: str = "synthetic"
     world: WorldConfig = field(default_factory=WorldConfig)
@@ -170,18 +197,71 @@ class Config:
     evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
     variants: dict[str, VariantConfig] = field(default_factory=dict)
     scst: dict[str, ScstConfig] = field(default_factory=dict)
+    reseeds: dict[str, ReseedConfig] = field(default_factory=dict)  # cross-entropy ensemble members
+    scst_reseeds: dict[str, ReseedConfig] = field(default_factory=dict)  # SCST ensemble members
+    ensembles: dict[str, EnsembleConfig] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        seen: dict[str, str] = {}
+        for section in ("variants", "scst", "reseeds", "scst_reseeds", "ensembles"):
+            for name in getattr(self, section):
+                if name in seen:
+                    raise ValueError(f"'{section}.{name}' reuses the name of '{seen[name]}.{name}'; "
+                                     "metrics files would collide")
+                seen[name] = section
         for name, run in self.scst.items():
-            if name in self.variants:
-                raise ValueError(f"'scst.{name}' reuses the name of a variant; metrics files would collide")
             if run.init not in self.variants:
                 raise ValueError(f"'scst.{name}.init' is {run.init!r}, not a key of variants "
                                  f"({', '.join(sorted(self.variants))})")
+        for name, member in self.reseeds.items():
+            base = self.variants.get(member.of)
+            if base is None:
+                raise ValueError(f"'reseeds.{name}.of' is {member.of!r}, not a key of variants")
+            if member.init is not None or member.seed == base.train.seed:
+                raise ValueError(f"'reseeds.{name}' needs a seed other than {member.of}'s and no init")
+        for name, member in self.scst_reseeds.items():
+            base = self.scst.get(member.of)
+            if base is None:
+                raise ValueError(f"'scst_reseeds.{name}.of' is {member.of!r}, not a key of scst")
+            init = self.reseeds.get(member.init or "")
+            if init is None or init.of != base.init or init.seed != member.seed:
+                raise ValueError(f"'scst_reseeds.{name}.init' must name the reseeds entry of {base.init} with "
+                                 f"seed {member.seed}, got {member.init!r}")
+        trained = self.trained()
+        for name, ensemble in self.ensembles.items():
+            unknown = [m for m in ensemble.members if m not in trained]
+            if unknown:
+                raise ValueError(f"'ensembles.{name}.members': {unknown[0]!r} is not a trained system")
+            if len({repr(self.model_of(m)) for m in ensemble.members}) > 1:
+                raise ValueError(f"'ensembles.{name}.members' must share one model and model_args")
+            if len({isinstance(trained[m], ScstConfig) for m in ensemble.members}) > 1:
+                raise ValueError(f"'ensembles.{name}.members' mix cross-entropy and SCST systems")
 
     def trained(self) -> dict[str, VariantConfig | ScstConfig]:
-        """Every trained system by name: cross-entropy variants and SCST runs (table rows name both)."""
-        return {**self.variants, **self.scst}
+        """Every trained system by name: cross-entropy variants, SCST runs and their reseeded ensemble members
+        (a member is its base system with `train.seed` replaced and, for SCST, `init` its own XE member)."""
+        def reseed(run, member: ReseedConfig):
+            changes = {"init": member.init} if member.init else {}
+            return dataclasses.replace(run, train=dataclasses.replace(run.train, seed=member.seed), **changes)
+
+        return {**self.variants, **self.scst,
+                **{name: reseed(self.variants[m.of], m) for name, m in self.reseeds.items()},
+                **{name: reseed(self.scst[m.of], m) for name, m in self.scst_reseeds.items()}}
+
+    def model_of(self, name: str) -> VariantConfig:
+        """The cross-entropy variant config (model, model_args) whose network the trained system `name` uses."""
+        run = self.trained()[name]
+        if isinstance(run, ScstConfig):
+            return self.model_of(run.init)
+        return dataclasses.replace(run, train=TrainConfig())
+
+    def stage_of(self, name: str) -> str:
+        """The dvc.yaml stage that produces system `name` (its MLflow tag)."""
+        for stage, section in (("train", "variants"), ("scst", "scst"), ("reseed", "reseeds"),
+                               ("reseed_scst", "scst_reseeds"), ("ensemble", "ensembles")):
+            if name in getattr(self, section):
+                return f"{stage}@{name}"
+        raise KeyError(name)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -5,6 +5,12 @@ with the same strict loader as the rest of params.yaml.
 """
 from __future__ import annotations
 
+import io
+import pickle
+from pathlib import Path
+
+import torch
+
 from ..config import VariantConfig, build
 from ..io import InputError
 from .aoanet import AoANet
@@ -12,8 +18,10 @@ from .att2in import Att2in
 from .base import Captioner
 from .showtell import ShowTell
 from .updown import UpDown
+from .xlan import XLAN
 
-MODELS: dict[str, type[Captioner]] = {"showtell": ShowTell, "att2in": Att2in, "updown": UpDown, "aoanet": AoANet}
+MODELS: dict[str, type[Captioner]] = {"showtell": ShowTell, "att2in": Att2in, "updown": UpDown, "aoanet": AoANet,
+                                     "xlan": XLAN}
 
 
 def build_model(name: str, variant: VariantConfig, vocab_size: int, feature_dim: int) -> Captioner:
@@ -24,3 +32,22 @@ def build_model(name: str, variant: VariantConfig, vocab_size: int, feature_dim:
     cls = MODELS[variant.model]
     args = build(cls.Args, variant.model_args, f"variants.{name}.model_args")
     return cls(args, vocab_size, feature_dim)
+
+
+def read_model_file(path: Path, stage: str) -> tuple[bytes, dict]:
+    """The bytes and contents of a trained system's model.pt, or a one-line error naming the stage that makes it."""
+    if not path.is_file():
+        raise InputError(f"missing file: {path} (run `dvc repro {stage}` first)")
+    data = path.read_bytes()
+    try:
+        return data, torch.load(io.BytesIO(data), weights_only=False)
+    except (RuntimeError, EOFError, pickle.UnpicklingError) as err:
+        raise InputError(f"{path}: not a readable model file ({err})") from None
+
+
+def load_state(model: Captioner, state_dict: dict, path: Path, name: str) -> Captioner:
+    try:
+        model.load_state_dict(state_dict)
+    except RuntimeError as err:
+        raise InputError(f"{path}: not a model of {name!r} ({str(err).splitlines()[0]})") from None
+    return model

@@ -16,7 +16,6 @@ best epoch, checkpoint/resume, beam search on test. Sampling draws from a genera
 from __future__ import annotations
 
 import hashlib
-import io
 
 import numpy as np
 import torch
@@ -24,9 +23,9 @@ import torch
 from .. import paths
 from ..data.captions import decode
 from ..decoding.search import greedy_decode, sample_decode
-from ..io import InputError
 from ..metrics.cider import CiderD
 from ..models.base import Captioner
+from ..models.registry import load_state, read_model_file
 from .xe import Trainer
 
 
@@ -76,15 +75,9 @@ class ScstTrainer(Trainer):
 
     def initialise(self) -> None:
         init_path = self.root / paths.MODELS / self.model_name / "model.pt"
-        if not init_path.is_file():
-            raise InputError(f"missing file: {init_path} (the cross-entropy model SCST starts from; "
-                             f"run `dvc repro train@{self.model_name}` first)")
-        data = init_path.read_bytes()
+        data, saved = read_model_file(init_path, self.cfg.stage_of(self.model_name))
         self.start_digest = hashlib.sha256(data).hexdigest()
-        try:
-            self.model.load_state_dict(torch.load(io.BytesIO(data), weights_only=False)["state_dict"])
-        except (RuntimeError, EOFError, KeyError, ValueError) as err:
-            raise InputError(f"{init_path}: not a model of variant {self.model_name!r} ({err})") from None
+        load_state(self.model, saved.get("state_dict", {}), init_path, self.model_name)
 
     def train_epoch(self, epoch: int) -> dict[str, float]:
         """One epoch of self-critical updates; returns the mean loss and CIDEr-D of samples and greedy captions."""

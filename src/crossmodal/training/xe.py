@@ -58,7 +58,7 @@ def fingerprint(cfg: Config, name: str, start: str = "") -> str:
     run = cfg.trained()[name]
     blob = {"variant": to_dict(run), "upstream": upstream, "start": start}
     if isinstance(run, ScstConfig):
-        blob["init"] = to_dict(cfg.variants[run.init])
+        blob["init"] = to_dict(cfg.trained()[run.init])
     return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -125,9 +125,10 @@ class Trainer:
 
     def __init__(self, cfg: Config, name: str, root: Path, progress: bool = True):
         self.cfg, self.name, self.root, self.progress = cfg, name, root, progress
-        run = cfg.trained()[name]
+        trained = cfg.trained()
+        run = trained[name]
         self.model_name = run.init if isinstance(run, ScstConfig) else name
-        self.vcfg = cfg.variants[self.model_name]  # model and model_args (SCST: those of its init variant)
+        self.vcfg = trained[self.model_name]  # model and model_args (SCST: those of its init variant)
         self.train_cfg = run.train
         self.words = load_vocabulary(root / paths.CAPTIONS / "vocab.json")
         with RegionFeatures(root / paths.REGIONS) as regions:
