@@ -17,11 +17,12 @@ from .aoanet import AoANet
 from .att2in import Att2in
 from .base import Captioner
 from .showtell import ShowTell
+from .transformer import Transformer, XTransformer
 from .updown import UpDown
 from .xlan import XLAN
 
 MODELS: dict[str, type[Captioner]] = {"showtell": ShowTell, "att2in": Att2in, "updown": UpDown, "aoanet": AoANet,
-                                     "xlan": XLAN}
+                                     "xlan": XLAN, "transformer": Transformer, "xtransformer": XTransformer}
 
 
 def build_model(name: str, variant: VariantConfig, vocab_size: int, feature_dim: int) -> Captioner:

@@ -98,19 +98,22 @@ class XLinearEncoderLayer(nn.Module):
     k_i^(m) = LayerNorm(ReLU(W_m^k [v^(m); k_i^(m-1)]) + k_i^(m-1)), likewise v_i^(m) with W_m^v.
     `separate_values=True` is the paper's eq. 8 (own W^k, W^v); False is the official code, where keys and
     values are one tensor updated once (its X-Transformer encoder). Dropout on the block output (the code's
-    0.5 wrapper) and on the update branch. Padded rows are updated too but never read by a real one.
+    0.5 wrapper) and on the update branch
+    (`update_dropout`, by default the same). Padded rows are updated too but never read by a real one.
     """
 
     def __init__(self, dim: int, heads: int = 8, activation: str = "celu", groups: int = 8,
-                 attention_dropout: float = 0.1, dropout: float = 0.5, separate_values: bool = True):
+                 attention_dropout: float = 0.1, dropout: float = 0.5, separate_values: bool = True,
+                 update_dropout: float | None = None):
         super().__init__()
+        update_dropout = dropout if update_dropout is None else update_dropout
         self.attention = XLinearAttention(dim, heads, activation=activation, groups=groups, dropout=attention_dropout)
         self.dropout = nn.Dropout(dropout)
         self.separate_values = separate_values
-        self.key_update = nn.Sequential(nn.Linear(2 * dim, dim), nn.ReLU(), nn.Dropout(dropout))
+        self.key_update = nn.Sequential(nn.Linear(2 * dim, dim), nn.ReLU(), nn.Dropout(update_dropout))
         self.key_norm = nn.LayerNorm(dim)
         if separate_values:
-            self.value_update = nn.Sequential(nn.Linear(2 * dim, dim), nn.ReLU(), nn.Dropout(dropout))
+            self.value_update = nn.Sequential(nn.Linear(2 * dim, dim), nn.ReLU(), nn.Dropout(update_dropout))
             self.value_norm = nn.LayerNorm(dim)
 
     @staticmethod
