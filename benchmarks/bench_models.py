@@ -37,6 +37,7 @@ PAPER_SIZES = {
                "Up-Down paper: 1000-d LSTMs, 512-d attention, batch 100"),
     "aoanet": ("aoanet", {}, 10, "AoANet paper: D = 1024, 8 heads, 6 refiner layers, batch 10"),
     "xlan": ("xlan", {}, 40, "X-LAN paper: D = 1024, 8 heads, 4 X-Linear encoder blocks + ELU, batch 40"),
+    "xtransformer": ("xtransformer", {}, 40, "X-LAN paper / official config: D = 768, 8 heads, 6 + 6 layers, batch 40"),
 }
 VOCAB, FEATURE_DIM, MAX_REGIONS, MIN_REGIONS, CAPTIONS, WORDS = 10369, 2048, 100, 10, 5, 16
 
