@@ -98,8 +98,8 @@ class XLinearEncoderLayer(nn.Module):
     k_i^(m) = LayerNorm(ReLU(W_m^k [v^(m); k_i^(m-1)]) + k_i^(m-1)), likewise v_i^(m) with W_m^v.
     `separate_values=True` is the paper's eq. 8 (own W^k, W^v); False is the official code, where keys and
     values are one tensor updated once (its X-Transformer encoder). Dropout on the block output (the code's
-    0.5 wrapper) and on the update branch
-    (`update_dropout`, by default the same). Padded rows are updated too but never read by a real one.
+    0.5 wrapper) and on the update branch (`update_dropout`, by default the same). Padded rows are updated
+    too but never read by a real one.
     """
 
     def __init__(self, dim: int, heads: int = 8, activation: str = "celu", groups: int = 8,
