@@ -127,6 +127,12 @@ class _CachedDecoder(Captioner):
         words = torch.cat([targets.new_full((targets.size(0), 1), BOS), targets], 1)  # <bos>, then every target
         return self._decode(words, self.init_state(encoded, targets.size(0)), encoded)[0]
 
+    def _word_inputs(self, words, past: int):
+        """sqrt(D) E w + PE for words at positions past, past + 1, ..., those positions, and their causal mask."""
+        positions = torch.arange(past, past + words.size(1), device=words.device)
+        x = self.word_embed(words) * math.sqrt(self.args.dim) + sinusoid(positions, self.args.dim)
+        return x, positions, causal_mask(words.size(1), past, words.device)
+
     def _empty_cache(self, like: torch.Tensor, batch_size: int, layers: int):
         empty = like.new_zeros(batch_size, self.args.heads, 0, self.args.dim // self.args.heads)
         return tuple((empty, empty) for _ in range(layers))
@@ -203,10 +209,8 @@ class Transformer(_CachedDecoder):
 
     def _decode(self, words, state, encoded):
         mask, memories = encoded
-        past, new = state[0][0].size(2), words.size(1)
-        positions = torch.arange(past, past + new, device=words.device)
-        x = self.dropout(self.word_embed(words) * math.sqrt(self.args.dim) + sinusoid(positions, self.args.dim))
-        causal = causal_mask(new, past, words.device)
+        x, _, causal = self._word_inputs(words, state[0][0].size(2))
+        x = self.dropout(x)
         caches = []
         for layer, cache, memory in zip(self.decoder, state, memories):
             x, cache = layer(x, cache, memory, mask, causal)
@@ -319,13 +323,10 @@ class XTransformer(_CachedDecoder):
     def _decode(self, words, state, encoded):
         mask, image, memories = encoded
         word_sum, caches = state
-        past, new = caches[0][0].size(2), words.size(1)
-        positions = torch.arange(past, past + new, device=words.device)
-        x = self.word_embed(words) * math.sqrt(self.args.dim) + sinusoid(positions, self.args.dim)
+        x, positions, causal = self._word_inputs(words, caches[0][0].size(2))
         x = self.word_dropout(self.word_norm(x))
         sums = word_sum.unsqueeze(1) + x.cumsum(1)  # running sums of the word inputs up to each position
         query = self.query_dropout(image.unsqueeze(1) * self.word_gate(sums / (positions + 1).unsqueeze(1)))
-        causal = causal_mask(new, past, words.device)
         queries, new_caches = [query], []
         for layer, cache, memory in zip(self.decoder, caches, memories):
             query, x, cache = layer(query, x, cache, memory, mask, causal)
