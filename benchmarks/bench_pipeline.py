@@ -96,14 +96,14 @@ def updown_steps_per_second(repo: Path, steps: int = 20) -> float:
     cfg = config.load(repo / "params.yaml")
     trainer = Trainer(cfg, "updown", repo, progress=False)
     batch = cfg.variants["updown"].train.batch_size
-    rows = np.arange(batch)
+    rows, feats, mask = next(trainer.train_features.batches([np.arange(batch)]))
     targets = caption_batch(trainer.train.labels, rows, trainer.seq_per_img)
     trainer.model.train()
     start = None
     for i in range(steps + 3):
         if i == 3:
             start = time.perf_counter()
-        logprobs = trainer.model(trainer.train.feats[rows], trainer.train.mask[rows], targets, trainer.seq_per_img)
+        logprobs = trainer.model(feats, mask, targets, trainer.seq_per_img)
         loss = sequence_loss(logprobs, targets, 0.0)
         trainer.optimizer.zero_grad()
         loss.backward()

@@ -24,7 +24,9 @@ def test_repository_params_load():
         ({"world": {"images": {"train": "many"}}}, "'world.images.train' must be an integer"),
         ({"variants": {"a": {"model_args": {}}}}, "'variants.a' is missing required key 'model'"),
         ({"variants": {"a": {"model": "updown", "train": {"schedule": "cosine"}}}}, "schedule must be step, noam"),
-        ({"captions": {"max_length": 1.5}}, "'captions.max_length' must be an integer"),
+        ({"vocabularies": {"v": {"max_length": 1.5}}}, "'vocabularies.v.max_length' must be an integer"),
+        ({"variants": {"a": {"model": "updown", "vocabulary": "min9"}}}, "'variants.a.vocabulary' is 'min9'"),
+        ({"profile": "coco"}, "profile must be one of synthetic, real"),
     ],
 )
 def test_bad_params_name_the_key(data, message):
@@ -47,3 +49,31 @@ def test_cli_reports_mistyped_key_and_exits_nonzero(tmp_path, capsys):
     assert cli.main(["--params", str(path), "prepro-captions"]) == 2
     err = capsys.readouterr().err.strip()
     assert err == "error: params.yaml: unknown key 'variants.updown.train.epocs' (did you mean 'epochs'?)"
+
+
+def _with_profile(tmp_path, profile):
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params["profile"] = profile
+    path = tmp_path / f"{profile}.yaml"
+    path.write_text(yaml.safe_dump(params))
+    return load(path)
+
+
+def test_one_switch_turns_every_paper_block_on(tmp_path):
+    synthetic, real = _with_profile(tmp_path, "synthetic"), _with_profile(tmp_path, "real")
+    assert synthetic.variants["xlan"].model_args["hidden_dim"] == 128 and synthetic.variants["xlan"].train.epochs == 10
+    xlan = real.variants["xlan"]
+    assert xlan.model_args["hidden_dim"] == 1024 and xlan.model_args["encoder_blocks"] == 4  # merged, not replaced
+    assert (xlan.train.schedule, xlan.train.warmup_steps, xlan.train.batch_size, xlan.train.epochs) == ("noam", 10000, 40, 70)
+    assert xlan.train.seed == 0 and xlan.vocabulary == "min6"  # values without a paper override are kept
+    assert real.scst["xlan_scst"].train.lr == 1e-5 and real.trained()["xlan_scst_seed1"].train.lr == 1e-5
+    assert real.variants["aoanet"].train.lr == 2e-4 and real.variants["aoanet"].vocabulary == "min5"
+    assert real.compute.lazy_features and not synthetic.compute.lazy_features
+    assert set(real.variants) == set(synthetic.variants)
+
+
+def test_a_paper_block_must_be_a_mapping():
+    from crossmodal.config import apply_profile
+
+    with pytest.raises(InputError, match="'variants.x.paper' must be a mapping"):
+        apply_profile({"variants": {"x": {"paper": [1]}}}, real=True)

@@ -46,8 +46,8 @@ def test_beam_search_over_an_ensemble_decodes_each_image_alone_and_one_member_is
     torch.testing.assert_close(single_scores, one_scores)
 
 
-BASE = {"variants": {"a": {"model": "updown", "train": {"seed": 0, "lr": 0.001}},
-                     "b": {"model": "xlan"}},
+BASE = {"variants": {"a": {"model": "updown", "vocabulary": "min5", "train": {"seed": 0, "lr": 0.001}},
+                     "b": {"model": "xlan", "vocabulary": "min5"}},
         "scst": {"a_scst": {"init": "a"}}}
 
 

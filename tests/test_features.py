@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from crossmodal.config import BackboneConfig, RegionsConfig, SplitSizes, WorldConfig
-from crossmodal.data.regions import RegionFeatures, write_region_file
+import crossmodal.data.regions as regions_module
+from crossmodal.data.regions import RegionFeatures, RegionFileWriter, write_region_file
 from crossmodal.features.backbone import load_backbone, load_images, pretrain, roi_align
 from crossmodal.features.regions import extract, propose_boxes
 from crossmodal.io import InputError
@@ -162,6 +163,69 @@ def test_missing_dataset_and_bad_offsets_are_input_errors(tmp_path):
         h5["box_offsets"][2] = 4
     with pytest.raises(InputError, match="box_offsets are inconsistent"):
         RegionFeatures(path)
+
+
+def test_streaming_writer_matches_the_list_writer(tmp_path, monkeypatch):
+    monkeypatch.setattr(regions_module, "FLUSH_BYTES", 200)  # several appends, not one block
+    rng = np.random.default_rng(1)
+    counts = [5, 0, 12, 1, 30, 7]
+    ids = [40, 2, 17, 9, 100, 3]
+    boxes = [rng.uniform(0, 90, (c, 4)).astype(np.float32) for c in counts]
+    feats = [rng.normal(size=(c, 10)).astype(np.float32) for c in counts]
+    sizes = [(64 + i, 48 + i) for i in range(len(ids))]
+    with RegionFileWriter(tmp_path / "streamed.h5", feature_dim=10, source="test") as writer:
+        for args in zip(ids, boxes, feats, sizes):
+            writer.add(*args)
+        assert len(writer) == 6 and 17 in writer and 18 not in writer
+        assert not (tmp_path / "streamed.h5").exists()  # appears only when the block ends
+    with RegionFeatures(tmp_path / "streamed.h5") as rf, h5py.File(tmp_path / "streamed.h5") as h5:
+        assert rf.ids.tolist() == ids and rf.num_boxes.tolist() == counts and rf.source == "test"
+        assert rf.offsets.tolist() == np.concatenate([[0], np.cumsum(counts)]).tolist()
+        assert rf.image_sizes.tolist() == [list(s) for s in sizes]
+        for i, image_id in enumerate(ids):
+            f, b = rf.get(image_id)
+            assert np.array_equal(f, feats[i]) and np.array_equal(b, boxes[i])
+        assert h5["features"].chunks is not None and h5["features"].maxshape == (None, 10)
+        assert dict(h5.attrs) == {"feature_dim": 10, "layout_version": 1, "source": "test"}
+
+
+def test_streaming_writer_leaves_no_file_when_the_block_fails(tmp_path):
+    path = tmp_path / "regions.h5"
+    with pytest.raises(KeyboardInterrupt):
+        with RegionFileWriter(path, feature_dim=3, source="test") as writer:
+            writer.add(1, np.zeros((2, 4)), np.ones((2, 3)), (10, 10))
+            raise KeyboardInterrupt
+    assert list(tmp_path.iterdir()) == []
+    _write_sample(path)
+    before = path.read_bytes()
+    with pytest.raises(RuntimeError, match="stop"):
+        with RegionFileWriter(path, feature_dim=3, source="test") as writer:
+            writer.add(1, np.zeros((2, 4)), np.ones((2, 3)), (10, 10))
+            raise RuntimeError("stop")
+    assert path.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["regions.h5"]
+
+
+def test_streaming_writer_rejects_duplicates_and_wrong_shapes(tmp_path):
+    path = tmp_path / "regions.h5"
+    with pytest.raises(ValueError, match="image 7 was already added"):
+        with RegionFileWriter(path, feature_dim=3, source="test") as writer:
+            writer.add(7, np.zeros((1, 4)), np.zeros((1, 3)), (5, 5))
+            writer.add(7, np.zeros((1, 4)), np.zeros((1, 3)), (5, 5))
+    with RegionFileWriter(path, feature_dim=3, source="test") as writer:
+        with pytest.raises(ValueError, match=r"boxes have shape \(2, 5\)"):
+            writer.add(1, np.zeros((2, 5)), np.zeros((2, 3)), (5, 5))
+        with pytest.raises(ValueError, match=r"features have shape \(2, 4\), expected \(2, 3\)"):
+            writer.add(1, np.zeros((2, 4)), np.zeros((2, 4)), (5, 5))
+        with pytest.raises(ValueError, match=r"features have shape \(1, 3\), expected \(2, 3\)"):
+            writer.add(1, np.zeros((2, 4)), np.zeros((1, 3)), (5, 5))
+        with pytest.raises(ValueError, match="image_size must be"):
+            writer.add(1, np.zeros((2, 4)), np.zeros((2, 3)), (5, 5, 3))
+        writer.add(1, np.zeros((2, 4)), np.zeros((2, 3)), (5, 5))  # the rejected calls left nothing behind
+    with RegionFeatures(path) as rf:
+        assert rf.ids.tolist() == [1] and rf.num_boxes.tolist() == [2]
+    with pytest.raises(ValueError, match="image 1 was already added"):
+        write_region_file(path, [1, 1], [np.zeros((1, 4))] * 2, [np.zeros((1, 3))] * 2, [(5, 5)] * 2, "test")
+    assert not list(tmp_path.glob(".*tmp"))
 
 
 # --------------------------------------------------------------------------------------------------

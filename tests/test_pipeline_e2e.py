@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import yaml
@@ -24,7 +26,7 @@ BIN = Path(sys.executable).parent
 TINY = {
     "world": {"images": {"train": 60, "val": 12, "test": 12}, "image_size": 64},
     "backbone": {"epochs": 2, "channels": 16, "feature_dim": 32},
-    "captions": {"min_word_count": 2},
+    "vocabularies": {"min5": {"min_word_count": 2}, "min6": {"min_word_count": 2}},
 }
 TINY_UPDOWN_ARGS = {"embed_dim": 32, "hidden_dim": 32, "att_hidden_dim": 32}
 TINY_UPDOWN_TRAIN = {"epochs": 6, "batch_size": 10, "lr": 0.01, "step_size": 100}
@@ -61,16 +63,26 @@ def set_params(repo: Path, override: dict) -> None:
     path.write_text(yaml.safe_dump(_merge(yaml.safe_load(path.read_text()), override), sort_keys=False))
 
 
-@pytest.fixture(scope="module")
-def repo(tmp_path_factory) -> Path:
-    repo = tmp_path_factory.mktemp("pipeline") / "repo"
-    repo.mkdir()
+def copy_pipeline(repo: Path) -> Path:
+    """The pipeline's code, stages, params and DVC config in a fresh directory (no data, no results)."""
+    repo.mkdir(parents=True)
     for name in ("src", "dvc.yaml", "params.yaml", ".dvcignore", ".gitignore"):
         src = ROOT / name
         (shutil.copytree if src.is_dir() else shutil.copy)(src, repo / name)
     (repo / ".dvc").mkdir()
     shutil.copy(ROOT / ".dvc" / "config", repo / ".dvc" / "config")
     shutil.copy(ROOT / ".dvc" / ".gitignore", repo / ".dvc" / ".gitignore")
+    return repo
+
+
+def commit_all(repo: Path, message: str) -> None:
+    run(repo, "git", "-c", "user.email=t@t", "-c", "user.name=t", "add", "-A")
+    run(repo, "git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", message)
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory) -> Path:
+    repo = copy_pipeline(tmp_path_factory.mktemp("pipeline") / "repo")
     params = yaml.safe_load((repo / "params.yaml").read_text())
     params["variants"] = {"updown": params["variants"]["updown"]}
     params["scst"] = {"updown_scst": params["scst"]["updown_scst"]}
@@ -81,17 +93,15 @@ def repo(tmp_path_factory) -> Path:
     set_params(repo, {**TINY, "variants": {"updown": {"model_args": TINY_UPDOWN_ARGS, "train": TINY_UPDOWN_TRAIN}},
                       "scst": {"updown_scst": {"train": TINY_SCST_TRAIN}}})
     run(repo, "git", "init", "-q")
-    run(repo, "git", "-c", "user.email=t@t", "-c", "user.name=t", "add", "-A")
-    run(repo, "git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "tiny")
+    commit_all(repo, "tiny")
     run(repo, "dvc", "repro")
-    run(repo, "git", "-c", "user.email=t@t", "-c", "user.name=t", "add", "-A")
-    run(repo, "git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "repro")
+    commit_all(repo, "repro")
     return repo
 
 
 def test_repro_builds_every_output_and_the_table(repo):
     world = repo / "data/raw/image_world"
-    assert (world / "dataset_coco.json").is_file() and (world / "annotations/captions_test.json").is_file()
+    assert (world / "dataset_coco.json").is_file() and (repo / "data/processed/captions/references/captions_test.json").is_file()
     assert (repo / "data/features/regions.h5").is_file()
     metrics = json.loads((repo / "reports/metrics/updown.json").read_text())
     assert set(metrics["test"]) >= {"BLEU-1", "BLEU-4", "METEOR", "ROUGE-L", "CIDEr", "SPICE", "SPICE_status"}
@@ -269,3 +279,81 @@ def test_queued_experiments_both_land_in_mlflow_and_leave_the_workspace_alone(re
     assert len([r for r in runs if r.data.tags["dvc.stage"] == "ensemble@updown_ensemble"]) == 2
     assert len(runs) == 12
     assert model.stat().st_mtime_ns == before
+
+
+REAL_SOURCES = ("karpathy", "coco_captions", "butd_adaptive")  # what the captioning pipeline fetches
+PAPER_ARGS = {"embed_dim": 16, "hidden_dim": 16, "att_hidden_dim": 16}  # stand-in for the paper's sizes
+
+
+def test_real_profile_downloads_converts_and_trains_the_world_served_in_the_published_formats(repo, tmp_path):
+    """The real-data path without the internet: the tiny world exported as the publishers' archives, served on
+    127.0.0.1, downloaded, extracted and converted by the same stages, then trained for one epoch. The converted
+    captions, references and features must equal those the synthetic profile built from the same world."""
+    from loopback_http import LoopbackHTTPServer
+
+    from crossmodal.data.captions import load_labels, load_vocabulary
+    from crossmodal.data.coco import read_coco_captions
+    from crossmodal.data.regions import RegionFeatures
+    from crossmodal.worlds.export_real import export_real_formats
+
+    archives = export_real_formats(repo / "data/raw/image_world", repo / "data/features/regions.h5", tmp_path / "www")
+    real = copy_pipeline(tmp_path / "real")
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    params.update(profile="real", scst={}, reseeds={}, scst_reseeds={}, ensembles={})
+    params["variants"] = {"updown": {**params["variants"]["updown"], "paper": {
+        "model_args": PAPER_ARGS, "train": {**TINY_UPDOWN_TRAIN, "epochs": 1}}}}
+    params["compute"]["paper"] = {"lazy_features": True, "loader_workers": 1}
+    params["regions"]["published_boxes"] = [1, 100]  # the world has 3-10 boxes, not the published 10-100
+    (real / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    run(real, "git", "init", "-q")
+    with LoopbackHTTPServer(tmp_path / "www") as base:
+        set_params(real, {"datasets": {name: {"files": [{"url": f"{base}/{archives[name].name}", "extract": True}]}
+                                       for name in REAL_SOURCES}})
+        commit_all(real, "real profile on loopback")
+        out = run(real, "dvc", "repro", "train@updown").stdout
+    assert _stages_run(out) == sorted(["download@karpathy", "download@coco_captions", "download@butd_adaptive",
+                                       "download@butd_fixed36", "synthesize", "prepro_captions",
+                                       "pretrain_backbone", "extract_regions", "train@updown"]), out
+    for name in REAL_SOURCES:
+        manifest = json.loads((real / f"data/raw/{name}/MANIFEST.json").read_text())
+        assert manifest["fetched"] and (real / f"data/raw/{name}/SHA256SUMS").read_text().split()[1] == archives[name].name
+    assert not json.loads((real / "data/raw/butd_fixed36/MANIFEST.json").read_text())["fetched"]  # fetch: false
+    assert json.loads((real / "data/raw/image_world/PROFILE.json").read_text())["profile"] == "real"
+
+    ours, theirs = repo / "data/processed/captions", real / "data/processed/captions"
+    for vocabulary in ("min5", "min6"):
+        assert load_vocabulary(theirs / vocabulary / "vocab.json") == load_vocabulary(ours / vocabulary / "vocab.json")
+        for split in ("train", "val", "test"):
+            a, b = (load_labels(d / vocabulary / "labels.h5", split) for d in (ours, theirs))
+            assert np.array_equal(a.image_ids, b.image_ids) and np.array_equal(a.labels, b.labels)
+    for split in ("val", "test"):
+        refs = [read_coco_captions(d / f"references/captions_{split}.json") for d in (ours, theirs)]
+        assert refs[0] == refs[1]
+    with RegionFeatures(repo / "data/features/regions.h5") as a, RegionFeatures(real / "data/features/regions.h5") as b:
+        assert np.array_equal(a.ids, b.ids) and b.source == "bottom-up-attention tsv"
+        assert all(torch.equal(x, y) for x, y in zip(a.load_all(), b.load_all()))
+
+    metrics = json.loads((real / "reports/metrics/updown.json").read_text())
+    assert len(metrics["history"]) == 1 and metrics["test"]["CIDEr"] >= 0 and metrics["mlflow_run_id"]
+    saved = torch.load(real / "data/models/updown/model.pt", weights_only=False)
+    assert {k: saved["model"]["model_args"][k] for k in PAPER_ARGS} == PAPER_ARGS  # the paper block applied
+    assert "COCO 2014" in (real / "data/predictions/updown/qualitative.md").read_text()
+
+    # the server is gone: downloaded files are verified and accepted without any network...
+    assert "Running stage" in run(real, "dvc", "repro", "-f", "download@karpathy").stdout
+    # ...and a missing one fails at once, naming where a manual copy goes
+    (real / "data/raw/karpathy/caption_datasets.zip").unlink()
+    proc = run(real, "dvc", "repro", "-f", "download@karpathy", check=False)
+    assert proc.returncode != 0
+    error = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(error) == 1 and "connection refused" in error[0]
+    assert re.search(r"place it at \S*/data/raw/karpathy/caption_datasets\.zip", error[0]), error[0]
+
+
+def test_both_profiles_have_one_dag(repo, tmp_path):
+    other = copy_pipeline(tmp_path / "other")
+    shutil.copy(repo / "params.yaml", other / "params.yaml")
+    run(other, "git", "init", "-q")
+    synthetic = run(other, "dvc", "dag", "--dot").stdout
+    set_params(other, {"profile": "real"})
+    assert run(other, "dvc", "dag", "--dot").stdout == synthetic and "download@coco_captions" in synthetic

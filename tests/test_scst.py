@@ -29,7 +29,7 @@ def test_self_critical_loss_matches_direct_computation():
 
 
 def _config(scst: dict) -> dict:
-    return {"variants": {"base": {"model": "updown"}}, "scst": scst}
+    return {"variants": {"base": {"model": "updown", "vocabulary": "min5"}}, "scst": scst}
 
 
 def test_scst_config_must_start_from_a_declared_variant_and_not_reuse_its_name():

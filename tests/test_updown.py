@@ -28,7 +28,7 @@ def test_additive_attention_matches_direct_computation():
 
 
 def _updown(vocab=7, feature_dim=6, dropout=0.0):
-    variant = VariantConfig(model="updown", model_args={"embed_dim": 16, "hidden_dim": 16, "att_hidden_dim": 8,
+    variant = VariantConfig(model="updown", vocabulary="min5", model_args={"embed_dim": 16, "hidden_dim": 16, "att_hidden_dim": 8,
                                                         "dropout": dropout, "feature_dropout": 0.0})
     return build_model("t", variant, vocab, feature_dim)
 

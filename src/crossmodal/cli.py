@@ -14,7 +14,7 @@ from pathlib import Path
 
 from . import config as config_mod
 from . import paths
-from .io import InputError, read_json, save_torch, write_json, write_text
+from .io import InputError, atomic_path, read_json, save_torch, write_json, write_text
 
 
 def _progress() -> bool:
@@ -24,10 +24,46 @@ def _progress() -> bool:
 def _set_threads() -> None:
     import torch
 
-    torch.set_num_threads(int(os.environ.get("CROSSMODAL_THREADS", min(2, os.cpu_count() or 1))))
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", 1))  # torchrun: processes sharing this machine's cores
+    default = min(2, max(1, (os.cpu_count() or 1) // local))
+    torch.set_num_threads(int(os.environ.get("CROSSMODAL_THREADS", default)))
+
+
+REAL_DATA = "COCO 2014 (Karpathy split), bottom-up-attention features"
+
+
+def _real(cfg) -> bool:
+    return cfg.profile == "real"
+
+
+def _skipped_under_real_profile(path: Path, note: str) -> None:
+    """The output of a synthetic-only stage under the real profile: a note, so that `dvc dag` keeps one shape for
+    both profiles and nothing downstream can mistake it for data."""
+    write_json(path, {"profile": "real", "note": note})
+
+
+def cmd_download(cfg, root: Path, args) -> None:
+    """Fetch one published dataset into data/raw/<dataset>/ (profile real and `fetch: true`), else leave a note."""
+    name = args.dataset
+    if name not in cfg.datasets:
+        raise InputError(f"unknown dataset {name!r}; params.yaml `datasets` declares: {', '.join(sorted(cfg.datasets))}")
+    dataset, target = cfg.datasets[name], root / paths.raw(name)
+    if not _real(cfg) or not dataset.fetch:
+        reason = "profile synthetic" if not _real(cfg) else f"datasets.{name}.fetch is false"
+        write_json(target / "MANIFEST.json", {"dataset": name, "fetched": False, "reason": reason, "files": []})
+        return
+    from .data.download import fetch_dataset
+
+    manifest = fetch_dataset(name, dataset.files, target, progress=_progress())
+    print(json.dumps({"dataset": name, "files": [f["name"] for f in manifest["files"]]}))
 
 
 def cmd_synthesize(cfg, root: Path, args) -> None:
+    if _real(cfg):
+        with atomic_path(root / paths.WORLD) as tmp:
+            _skipped_under_real_profile(tmp / "PROFILE.json", "not generated: profile real reads the published COCO files")
+        write_json(root / paths.METRICS / "data_profile.json", {"profile": REAL_DATA, "synthetic": False})
+        return
     from .worlds.image_world import generate
 
     summary = generate(cfg.world, root / paths.WORLD, progress=_progress())
@@ -41,14 +77,31 @@ def cmd_synthesize(cfg, root: Path, args) -> None:
     })
 
 
+def _split_file(cfg) -> Path:
+    """The Karpathy split file of the profile: published, or the synthetic world's copy of its layout."""
+    return paths.KARPATHY_COCO if _real(cfg) else paths.DATASET_JSON
+
+
 def cmd_prepro_captions(cfg, root: Path, args) -> None:
     from .data.captions import preprocess
+    from .data.coco import read_coco_captions
+    from .data.karpathy import read_karpathy
 
-    summary = preprocess(cfg.captions, root / paths.DATASET_JSON, root / paths.CAPTIONS)
+    sources = paths.COCO_CAPTION_FILES if _real(cfg) else [paths.world_annotations(s) for s in ("val", "test")]
+    references: dict[int, list[str]] = {}
+    for source in sources:
+        references.update(read_coco_captions(root / source))
+    images = read_karpathy(root / _split_file(cfg))
+    summary = preprocess(cfg.vocabularies, images, references, root / paths.CAPTIONS)
     print(json.dumps(summary))
 
 
 def cmd_pretrain_backbone(cfg, root: Path, args) -> None:
+    if _real(cfg):
+        note = "not trained: profile real converts the published bottom-up-attention features"
+        save_torch({"profile": "real", "note": note}, root / paths.BACKBONE)
+        _skipped_under_real_profile(root / paths.METRICS / "backbone.json", note)
+        return
     from .tracking import Run
 
     with Run("pretrain_backbone", config_mod.flatten(cfg.backbone, "backbone")) as run:  # starts MLflow first
@@ -64,6 +117,15 @@ def cmd_pretrain_backbone(cfg, root: Path, args) -> None:
 
 
 def cmd_extract_regions(cfg, root: Path, args) -> None:
+    if _real(cfg):
+        from .data.butd_tsv import convert_butd_tsv, find_tsv_files
+
+        raw = root / paths.raw(cfg.regions.published)
+        summary = convert_butd_tsv(find_tsv_files(raw), root / paths.REGIONS,
+                                   expected_boxes=cfg.regions.box_range,
+                                   progress=_progress())
+        print(json.dumps(summary))
+        return
     from .features.regions import extract
 
     _set_threads()
@@ -78,10 +140,10 @@ def cmd_reference_points(cfg, root: Path, args) -> None:
     from .metrics.captions import evaluate_captions
     from .metrics.reference_points import best_constant_caption, human_ceiling
 
-    images = read_karpathy(root / paths.DATASET_JSON)
+    images = read_karpathy(root / _split_file(cfg))
     candidates = sorted({" ".join(s.tokens) for img in images if img.split == "train" for s in img.sentences})
-    val_refs = read_coco_captions(root / paths.annotations("val"))
-    test_refs = read_coco_captions(root / paths.annotations("test"))
+    val_refs = read_coco_captions(root / paths.references("val"))
+    test_refs = read_coco_captions(root / paths.references("test"))
     caption, val_cider = best_constant_caption(candidates, val_refs)
     constant = evaluate_captions({i: caption for i in test_refs}, test_refs)
     write_json(root / paths.METRICS / "reference_points.json", {
@@ -91,26 +153,34 @@ def cmd_reference_points(cfg, root: Path, args) -> None:
 
 
 def cmd_train(cfg, root: Path, args) -> None:
-    """Train one system: a cross-entropy variant, or an SCST run continuing one (params.yaml `scst`)."""
+    """Train one system: a cross-entropy variant, or an SCST run continuing one (params.yaml `scst`); with
+    `compute.processes` > 1 this command reruns itself under torchrun, rank 0 writing the outputs."""
     from .tracking import Run
+    from .training import distributed
 
     name = args.variant
     trained = cfg.trained()
     if name not in trained:
         raise InputError(f"unknown variant {name!r}; params.yaml declares: {', '.join(sorted(trained))}")
+    if distributed.needs_launch(cfg.compute):
+        argv = (["--params", args.params] if args.params else []) + ["train", "--variant", name]
+        raise SystemExit(distributed.launch(cfg.compute, argv))
     scst = isinstance(trained[name], config_mod.ScstConfig)
     params = {"variant": name, **config_mod.flatten(trained[name], "scst" if scst else "variant"),
               "evaluation.beam_size": cfg.evaluation.beam_size}
     if scst:  # the model it continues
         params.update(config_mod.flatten(trained[trained[name].init], "variant"))
     stage = cfg.stage_of(name)  # the dvc.yaml stage, for the MLflow tag
-    with Run(stage, params, run_name=name) as run:  # MLflow starts while torch and data load
+    with (distributed.process_group(cfg.compute) as group,
+          group.on_main(lambda: Run(stage, params, run_name=name)) as run):  # MLflow starts while the data load
         from .training.scst import ScstTrainer
         from .training.xe import Trainer
 
         _set_threads()
         trainer = (ScstTrainer if scst else Trainer)(cfg, name, root, progress=_progress())
         result = trainer.run(run)
+        if not group.main:
+            return
         save_torch({"variant": name, "model": config_mod.to_dict(trainer.vcfg),
                     "state_dict": trainer.model.state_dict(), "vocab_size": len(trainer.words)},
                    root / paths.MODELS / name / "model.pt")
@@ -159,8 +229,9 @@ def _write_system(cfg, root: Path, name: str, run, refs: dict[int, list[str]], m
 
 
 def _qualitative(cfg, root: Path, predictions: dict[int, str], refs: dict[int, list[str]]) -> str:
-    files = {img["image_id"]: img["file_name"] for img in read_json(root / paths.SCENE_GRAPHS)["images"]}
-    lines = ["# Qualitative examples (test split, synthetic image world)", ""]
+    files = {img["image_id"]: img["file_name"] for img in read_json(root / paths.IMAGES)}
+    data = REAL_DATA if _real(cfg) else "synthetic image world"
+    lines = [f"# Qualitative examples (test split, {data})", ""]
     for image_id in sorted(predictions)[: cfg.evaluation.qualitative_examples]:
         lines += [f"## image {image_id} (`{files.get(image_id, '?')}`)", "", f"- **model:** {predictions[image_id]}"]
         lines += [f"- reference: {r}" for r in refs[image_id]] + [""]
@@ -177,6 +248,7 @@ def cmd_tables(cfg, root: Path, args) -> None:
 
 
 COMMANDS = {
+    "download": cmd_download,
     "synthesize": cmd_synthesize,
     "prepro-captions": cmd_prepro_captions,
     "pretrain-backbone": cmd_pretrain_backbone,
@@ -199,6 +271,8 @@ def main(argv: list[str] | None = None) -> int:
                            help="a key of `variants`, `scst`, `reseeds` or `scst_reseeds` in params.yaml")
         if name == "ensemble":
             p.add_argument("--name", required=True, help="a key of `ensembles` in params.yaml")
+        if name == "download":
+            p.add_argument("--dataset", required=True, help="a key of `datasets` in params.yaml")
     args = parser.parse_args(argv)
     try:
         cfg = config_mod.load(args.params)

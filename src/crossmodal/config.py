@@ -25,6 +25,41 @@ from .io import InputError
 
 
 @dataclass(frozen=True)
+class RemoteFile:
+    """One published file of a dataset (params.yaml `datasets`); data/download.py fetches and verifies it."""
+
+    url: str | None  # None: no stable public link is known; the file must be placed by hand
+    sha256: str | None = None  # the publisher's or a checked copy's; None: the first verified download records it
+    size: int | None = None  # bytes, when known
+    name: str | None = None  # file name in data/raw/<dataset>/; default: the URL's last path component
+    extract: bool = False  # a zip or tar archive, unpacked into data/raw/<dataset>/ once verified
+
+    def __post_init__(self) -> None:
+        if self.url is None and self.name is None:
+            raise ValueError("a file without url needs a name (where the manual copy goes)")
+        if self.sha256 is not None:
+            digest = self.sha256.strip().lower()
+            if len(digest) != 64 or set(digest) - set("0123456789abcdef"):
+                raise ValueError(f"sha256 must be 64 hexadecimal digits, got {self.sha256!r}")
+            object.__setattr__(self, "sha256", digest)
+        if self.size is not None and self.size < 0:
+            raise ValueError(f"size must be >= 0, got {self.size}")
+
+
+@dataclass(frozen=True)
+class DatasetConfig:
+    """A published dataset of the real profile: what it is, its files, and whether `profile: real` fetches it."""
+
+    description: str
+    files: tuple[RemoteFile, ...]
+    fetch: bool = True  # false: not needed by the pipelines built so far; set true to download it
+
+    def __post_init__(self) -> None:
+        if not self.files:
+            raise ValueError("files must list at least one file")
+
+
+@dataclass(frozen=True)
 class SplitSizes:
     train: int = 1500
     val: int = 250
@@ -74,6 +109,9 @@ class BackboneConfig:
     background_boxes: int = 2
 
 
+PUBLISHED_REGIONS = {"butd_adaptive": (10, 100), "butd_fixed36": (36, 36)}  # feature set -> boxes per image
+
+
 @dataclass(frozen=True)
 class RegionsConfig:
     """Proposal boxes: jittered ground truth plus distractors, a varying number per image."""
@@ -82,12 +120,47 @@ class RegionsConfig:
     jitter: float = 0.1
     min_distractors: int = 1
     max_distractors: int = 6
+    published: str = "butd_adaptive"  # profile real: the bottom-up feature set converted instead
+    published_boxes: tuple[int, int] | None = None  # boxes per image the conversion insists on; None: the set's own
+
+    def __post_init__(self) -> None:
+        if self.published not in PUBLISHED_REGIONS:
+            raise ValueError(f"published must be one of {', '.join(PUBLISHED_REGIONS)}, not {self.published!r}")
+        if self.published_boxes is not None and not 1 <= self.published_boxes[0] <= self.published_boxes[1]:
+            raise ValueError(f"published_boxes must be [min, max] with 1 <= min <= max, got {self.published_boxes}")
+
+    @property
+    def box_range(self) -> tuple[int, int]:
+        return self.published_boxes or PUBLISHED_REGIONS[self.published]
 
 
 @dataclass(frozen=True)
 class CaptionsConfig:
+    """One vocabulary convention: words seen at least `min_word_count` times in training, captions cut to
+    `max_length` words (params.yaml `vocabularies`, one processed caption set each)."""
+
     min_word_count: int = 5
     max_length: int = 16
+
+
+@dataclass(frozen=True)
+class ComputeConfig:
+    """Where and how training runs (training/distributed.py): device, mixed precision, DDP processes, lazy reading."""
+
+    device: str = "auto"  # auto (CUDA when available) | cpu | cuda
+    amp: bool = False  # mixed precision (autocast) on CUDA
+    processes: int = 1  # > 1: the stage relaunches itself under torchrun, one DDP process each
+    backend: str = "auto"  # auto (nccl on CUDA, gloo on CPU) | nccl | gloo
+    lazy_features: bool = False  # read region features per batch from HDF5 instead of loading them all
+    loader_workers: int = 0  # DataLoader worker processes of the lazy reader
+
+    def __post_init__(self) -> None:
+        if self.device not in ("auto", "cpu", "cuda"):
+            raise ValueError(f"device must be auto, cpu or cuda, not {self.device!r}")
+        if self.backend not in ("auto", "nccl", "gloo"):
+            raise ValueError(f"backend must be auto, nccl or gloo, not {self.backend!r}")
+        if self.processes < 1 or self.loader_workers < 0:
+            raise ValueError("processes must be at least 1 and loader_workers at least 0")
 
 
 @dataclass(frozen=True)
@@ -144,6 +217,7 @@ class VariantConfig:
     """One trained system: a registered model name, its arguments, and its training recipe."""
 
     model: str
+    vocabulary: str  # a key of params.yaml `vocabularies`: the caption preprocessing of this system's paper
     model_args: dict = field(default_factory=dict)
     train: TrainConfig = field(default_factory=TrainConfig)
 
@@ -187,14 +261,19 @@ class EnsembleConfig:
             raise ValueError(f"members must be {ENSEMBLE_SIZE} distinct trained systems, got {list(self.members)}")
 
 
+PROFILES = ("synthetic", "real")
+
+
 @dataclass(frozen=True)
 class Config:
-    profile: str = "synthetic"
+    profile: str = "synthetic"  # synthetic (the embedded default) | real (published data, paper scale)
+    datasets: dict[str, DatasetConfig] = field(default_factory=dict)
     world: WorldConfig = field(default_factory=WorldConfig)
     backbone: BackboneConfig = field(default_factory=BackboneConfig)
     regions: RegionsConfig = field(default_factory=RegionsConfig)
-    captions: CaptionsConfig = field(default_factory=CaptionsConfig)
+    vocabularies: dict[str, CaptionsConfig] = field(default_factory=lambda: {"min5": CaptionsConfig()})
     evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
+    compute: ComputeConfig = field(default_factory=ComputeConfig)
     variants: dict[str, VariantConfig] = field(default_factory=dict)
     scst: dict[str, ScstConfig] = field(default_factory=dict)
     reseeds: dict[str, ReseedConfig] = field(default_factory=dict)  # cross-entropy ensemble members
@@ -202,6 +281,12 @@ class Config:
     ensembles: dict[str, EnsembleConfig] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        if self.profile not in PROFILES:
+            raise ValueError(f"profile must be one of {', '.join(PROFILES)}, not {self.profile!r}")
+        for name, variant in self.variants.items():
+            if variant.vocabulary not in self.vocabularies:
+                raise ValueError(f"'variants.{name}.vocabulary' is {variant.vocabulary!r}, not a key of vocabularies "
+                                 f"({', '.join(sorted(self.vocabularies))})")
         seen: dict[str, str] = {}
         for section in ("variants", "scst", "reseeds", "scst_reseeds", "ensembles"):
             for name in getattr(self, section):
@@ -359,6 +444,37 @@ def repo_root() -> Path:
     return here
 
 
+PAPER_KEY = "paper"
+
+
+def apply_profile(tree: Any, real: bool, where: str = "") -> Any:
+    """Resolve the `paper:` blocks of a params tree: under the real profile a block is deep-merged over the
+    mapping that holds it (its values are the papers' settings), under the synthetic profile it is dropped.
+    One switch (`profile`) thus turns every model size and schedule to paper scale, and each paper value sits
+    next to the small-world value it replaces."""
+    if isinstance(tree, list):
+        return [apply_profile(v, real, f"{where}[{k}]") for k, v in enumerate(tree)]
+    if not isinstance(tree, dict):
+        return tree
+    out = {k: apply_profile(v, real, f"{where}.{k}" if where else str(k)) for k, v in tree.items() if k != PAPER_KEY}
+    if PAPER_KEY in tree:
+        block = tree[PAPER_KEY]
+        if not isinstance(block, dict):
+            raise InputError(f"params.yaml: '{where + '.' if where else ''}{PAPER_KEY}' must be a mapping of "
+                             f"paper-scale overrides, got {type(block).__name__}")
+        if real:
+            out = _deep_merge(out, apply_profile(block, real, f"{where}.{PAPER_KEY}"))
+    return out
+
+
+def _deep_merge(base: dict, override: dict) -> dict:
+    merged = dict(base)
+    for key, value in override.items():
+        both_maps = isinstance(value, dict) and isinstance(merged.get(key), dict)
+        merged[key] = _deep_merge(merged[key], value) if both_maps else value
+    return merged
+
+
 def load(path: str | os.PathLike | None = None) -> Config:
     path = Path(path) if path is not None else repo_root() / "params.yaml"
     if not path.is_file():
@@ -367,6 +483,8 @@ def load(path: str | os.PathLike | None = None) -> Config:
         data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as err:
         raise InputError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from None
+    if isinstance(data, dict):
+        data = apply_profile(data, data.get("profile") == "real")
     return build(Config, data)
 
 

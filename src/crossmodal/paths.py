@@ -1,12 +1,21 @@
-"""Where every stage reads and writes, relative to the repository root (dvc.yaml names the same paths)."""
+"""Where every stage reads and writes, relative to the repository root (dvc.yaml names the same paths).
+
+Raw inputs differ by profile (the synthetic world, or published files under `data/raw/<dataset>/`); from
+`data/processed/` and `data/features/` on, both profiles write the same files, so training, evaluation and
+the tables never know which profile they run under.
+"""
 from __future__ import annotations
 
 from pathlib import Path
 
-WORLD = Path("data/raw/image_world")
+RAW = Path("data/raw")
+WORLD = RAW / "image_world"
 DATASET_JSON = WORLD / "dataset_coco.json"
 SCENE_GRAPHS = WORLD / "scene_graphs.json"
+KARPATHY_COCO = RAW / "karpathy" / "dataset_coco.json"  # inside caption_datasets.zip
+COCO_CAPTION_FILES = tuple(RAW / "coco_captions" / "annotations" / f"captions_{s}2014.json" for s in ("train", "val"))
 CAPTIONS = Path("data/processed/captions")
+IMAGES = CAPTIONS / "images.json"  # every image of the split file: id, file name, split
 BACKBONE = Path("data/models/backbone.pt")
 REGIONS = Path("data/features/regions.h5")
 MODELS = Path("data/models")
@@ -17,9 +26,24 @@ TABLES = Path("reports/tables")
 INDEX = Path("reports/index.md")
 
 
-def annotations(split: str) -> Path:
-    """COCO-format caption annotations of an evaluation split."""
+def raw(dataset: str) -> Path:
+    """Download directory of a published dataset (params.yaml `datasets`); a manual copy goes here too."""
+    return RAW / dataset
+
+
+def world_annotations(split: str) -> Path:
+    """The synthetic world's COCO-format caption annotations of an evaluation split."""
     return WORLD / "annotations" / f"captions_{split}.json"
+
+
+def references(split: str) -> Path:
+    """COCO-format reference captions of an evaluation split (val, test), whichever the profile."""
+    return CAPTIONS / "references" / f"captions_{split}.json"
+
+
+def vocabulary(name: str) -> Path:
+    """Processed captions of one vocabulary convention (params.yaml `vocabularies`): labels.h5, vocab.json."""
+    return CAPTIONS / name
 
 
 def submission(variant: str) -> Path:

@@ -7,6 +7,13 @@ maximum length, store the encoded labels in HDF5.
 Deviation from Karpathy's `prepro_labels.py`: a word is kept when it occurs *at least* `min_word_count`
 times (the script keeps words occurring more than the threshold); the issue asks for "at least".
 
+Each paper built its own vocabulary (X-LAN: words seen >= 6 times; AoANet, ETA: >= 5), so the processed
+directory holds one set per convention in params.yaml `vocabularies`, beside what every convention shares:
+
+    data/processed/captions/<vocabulary>/labels.h5, vocab.json
+    data/processed/captions/references/captions_{val,test}.json   COCO layout, the raw captions evaluation scores against
+    data/processed/captions/images.json                           [{image_id, file_name, split}] of the split file
+
 `labels.h5` layout: `image_ids` int64 [N] (dataset order), `split` bytes [N], `label_start_ix` /
 `label_end_ix` int64 [N] (rows start:end of image i), `labels` int32 [S, max_length] (word ids, 0-padded,
 no `<bos>`/`<eos>`), `label_length` int32 [S].
@@ -23,7 +30,7 @@ import numpy as np
 
 from ..config import CaptionsConfig
 from ..io import InputError, atomic_path, read_json, write_json
-from .karpathy import KarpathyImage, read_karpathy
+from .karpathy import KarpathyImage, by_split
 
 PAD, BOS, EOS, UNK = 0, 1, 2, 3
 SPECIALS = ["<pad>", "<bos>", "<eos>", "<unk>"]
@@ -65,8 +72,8 @@ def decode(ids, words: list[str]) -> str:
     return " ".join(out)
 
 
-def preprocess(cfg: CaptionsConfig, dataset_json: Path, out_dir: Path) -> dict:
-    images = read_karpathy(dataset_json)
+def encode_vocabulary(cfg: CaptionsConfig, images: list[KarpathyImage], out_dir: Path) -> dict:
+    """One vocabulary convention: `vocab.json` and `labels.h5` of every image in `out_dir`; returns a summary."""
     words = build_vocabulary(images, cfg.min_word_count)
     word_to_ix = {w: i for i, w in enumerate(words)}
     rows, lengths, starts, ends = [], [], [], []
@@ -80,8 +87,8 @@ def preprocess(cfg: CaptionsConfig, dataset_json: Path, out_dir: Path) -> dict:
             lengths.append(len(ids))
             rows.append(ids + [PAD] * (cfg.max_length - len(ids)))
         ends.append(len(rows))
-    out_dir = Path(out_dir)
-    with atomic_path(out_dir / "labels.h5") as tmp, h5py.File(tmp, "w") as f:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with h5py.File(out_dir / "labels.h5", "w") as f:
         f["image_ids"] = np.array([img.image_id for img in images], dtype=np.int64)
         f["split"] = np.array([img.split.encode() for img in images])
         f["label_start_ix"] = np.array(starts, dtype=np.int64)
@@ -90,6 +97,39 @@ def preprocess(cfg: CaptionsConfig, dataset_json: Path, out_dir: Path) -> dict:
         f["label_length"] = np.array(lengths, dtype=np.int32)
     write_json(out_dir / "vocab.json", {"words": words, "min_word_count": cfg.min_word_count, "max_length": cfg.max_length})
     return {"vocab_size": len(words), "captions": len(rows), "images": len(images), "unk_rate": unk / max(total, 1)}
+
+
+def reference_file(images: list[KarpathyImage], references: dict[int, list[str]]) -> dict:
+    """COCO caption-annotation layout of `images` (what evaluation reads); every image needs references."""
+    annotations = []
+    for img in images:
+        captions = references.get(img.image_id)
+        if not captions:
+            raise InputError(f"image {img.image_id} ({img.filename}) of the {img.split} split has no reference "
+                             "captions in the COCO annotation files")
+        annotations += [{"image_id": img.image_id, "id": len(annotations) + k, "caption": c}
+                        for k, c in enumerate(captions)]
+    return {"images": [{"id": img.image_id, "file_name": img.filename} for img in images], "annotations": annotations}
+
+
+def preprocess(vocabularies: dict[str, CaptionsConfig], images: list[KarpathyImage],
+               references: dict[int, list[str]], out_dir: Path) -> dict:
+    """The processed caption directory, written atomically as a whole: one labels/vocabulary set per vocabulary
+    convention (`<name>/`), the val and test references in COCO layout (`references/`), and the image list
+    (`images.json`: id, file name, split). `references` maps image ids to their raw COCO captions."""
+    splits = by_split(images)
+    for split in ("train", "val", "test"):
+        if not splits.get(split):
+            raise InputError(f"caption preprocessing: the split file has no {split} images")
+    summary = {"images": {split: len(splits[split]) for split in ("train", "val", "test")}}
+    with atomic_path(out_dir) as tmp:
+        for name, cfg in vocabularies.items():
+            summary[name] = encode_vocabulary(cfg, images, tmp / name)
+        for split in ("val", "test"):
+            write_json(tmp / "references" / f"captions_{split}.json", reference_file(splits[split], references), indent=None)
+        write_json(tmp / "images.json", [{"image_id": img.image_id, "file_name": img.filename, "split": img.split}
+                                         for img in images], indent=None)
+    return summary
 
 
 @dataclass

@@ -16,13 +16,22 @@ Layout (layout_version 1), one file per feature set, N images, T boxes in total,
     attributes:  feature_dim (int D), layout_version (int, 1), source (str, e.g. "synthetic backbone",
                  "bottom-up-attention tsv")
 
-Rows of all images are stored back to back in `features`/`boxes`, so reading everything is one contiguous
-read and reading one image is one slice. Files are written uncompressed and unchunked: they are read far
-more often than written and compression costs more time than it saves at these sizes.
+Rows of all images are stored back to back in `features`/`boxes`, so reading one image is one slice and
+reading everything is one sequential read. `RegionFileWriter` streams images in (real COCO features are
+~120k images x 10-100 boxes x 2048 floats, tens of GB, far more than fits in memory), so `features` and
+`boxes` are resizable and therefore chunked, with chunks of about `CHUNK_BYTES` (256 KiB: 32 rows of 2048
+floats, so an image of 10-100 boxes touches 1-5 chunks). Measured on 600 MB of 2048-d features, random
+per-image reads from chunks of 32-256 KiB ran within about 15% of a contiguous dataset, cold and warm;
+1-4 MiB chunks were 1.5-2.5x slower. No compression: the files are read far more often than written and
+compression costs more time than it saves. Files written before the writer existed (contiguous datasets)
+have the same layout and read the same way.
 """
 from __future__ import annotations
 
+import contextlib
+import operator
 import os
+import sys
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -33,6 +42,8 @@ import torch
 from ..io import InputError, atomic_path
 
 LAYOUT_VERSION = 1
+CHUNK_BYTES = 256 * 1024  # target chunk size of `features` and `boxes` (see the module docstring)
+FLUSH_BYTES = 32 * 1024 * 1024  # rows the writer buffers before appending them to the file
 _DATASETS = {  # name -> (dtype kind, ndim)
     "image_ids": ("i", 1),
     "num_boxes": ("i", 1),
@@ -43,6 +54,125 @@ _DATASETS = {  # name -> (dtype kind, ndim)
 }
 
 
+class RegionFileWriter:
+    """Stream images into one region-feature file; the file appears (atomically) only on a clean exit.
+
+        with RegionFileWriter(path, feature_dim=2048, source="bottom-up-attention tsv") as writer:
+            for image_id, boxes, features, (width, height) in rows:
+                writer.add(image_id, boxes, features, (width, height))
+
+    Rows are buffered up to `FLUSH_BYTES` and appended to resizable chunked datasets, so memory stays
+    bounded whatever the file size. The small index arrays are written when the block ends; an exception
+    inside the block leaves no target file. Duplicate ids and inconsistent shapes are programming errors
+    (ValueError); readers of untrusted input check them first to name the offending line.
+    """
+
+    def __init__(self, path: str | os.PathLike, feature_dim: int, source: str):
+        if int(feature_dim) < 1:
+            raise ValueError(f"feature_dim must be positive, got {feature_dim}")
+        self.path = Path(path)
+        self.feature_dim = int(feature_dim)
+        self.source = str(source)
+        self._ids: list[int] = []
+        self._seen: set[int] = set()
+        self._counts: list[int] = []
+        self._sizes: list[tuple[int, int]] = []
+        self._pending: list[tuple[np.ndarray, np.ndarray]] = []
+        self._pending_bytes = 0
+        self._stack: contextlib.ExitStack | None = None
+        self._h5: h5py.File | None = None
+
+    def __enter__(self) -> "RegionFileWriter":
+        if self._stack is not None:
+            raise RuntimeError("a RegionFileWriter can be entered only once")
+        self._stack = contextlib.ExitStack()
+        try:
+            tmp = self._stack.enter_context(atomic_path(self.path, suffix=".h5"))
+            self._h5 = self._stack.enter_context(h5py.File(tmp, "w"))
+            for name, width in (("boxes", 4), ("features", self.feature_dim)):
+                rows = max(1, CHUNK_BYTES // (4 * width))
+                self._h5.create_dataset(name, shape=(0, width), maxshape=(None, width), chunks=(rows, width),
+                                        dtype=np.float32, track_times=False)
+        except BaseException:
+            if not self._stack.__exit__(*sys.exc_info()):
+                raise
+        return self
+
+    def __contains__(self, image_id: int) -> bool:
+        return int(image_id) in self._seen
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def add(self, image_id: int, boxes: np.ndarray, features: np.ndarray, image_size: Sequence[int]) -> None:
+        """Append one image: boxes [n, 4] (x1, y1, x2, y2 pixels), features [n, D], image_size (width, height)."""
+        if self._h5 is None:
+            raise RuntimeError("RegionFileWriter.add called outside its with-block")
+        image_id = operator.index(image_id)
+        if image_id in self._seen:
+            raise ValueError(f"image {image_id} was already added")
+        boxes = np.asarray(boxes, dtype=np.float32)
+        features = np.asarray(features, dtype=np.float32)
+        if boxes.size == 0 and features.size == 0:  # an image without boxes may come as empty lists
+            boxes, features = boxes.reshape(0, 4), features.reshape(0, self.feature_dim)
+        if boxes.ndim != 2 or boxes.shape[1] != 4:
+            raise ValueError(f"image {image_id}: boxes have shape {boxes.shape}, expected (n, 4)")
+        if features.shape != (len(boxes), self.feature_dim):
+            raise ValueError(f"image {image_id}: features have shape {features.shape}, expected ({len(boxes)}, {self.feature_dim})")
+        size = np.asarray(image_size).reshape(-1)
+        if size.shape != (2,):
+            raise ValueError(f"image {image_id}: image_size must be (width, height), got {image_size!r}")
+        self._seen.add(image_id)
+        self._ids.append(image_id)
+        self._counts.append(len(boxes))
+        self._sizes.append((int(size[0]), int(size[1])))
+        self._pending.append((boxes, features))
+        self._pending_bytes += boxes.nbytes + features.nbytes
+        if self._pending_bytes >= FLUSH_BYTES:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
+        for name, part in (("boxes", 0), ("features", 1)):
+            block = np.concatenate([p[part] for p in self._pending])
+            ds = self._h5[name]
+            start = ds.shape[0]
+            ds.resize(start + len(block), axis=0)
+            ds[start:] = block
+        self._pending, self._pending_bytes = [], 0
+
+    def _finish(self) -> None:
+        if not self._ids:
+            raise ValueError(f"no images were added to {self.path}")
+        self._flush()
+        counts = np.array(self._counts, dtype=np.int32)
+        offsets = np.zeros(len(counts) + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        h5 = self._h5
+        h5.create_dataset("image_ids", data=np.array(self._ids, dtype=np.int64), track_times=False)
+        h5.create_dataset("num_boxes", data=counts, track_times=False)
+        h5.create_dataset("box_offsets", data=offsets, track_times=False)
+        h5.create_dataset("image_size", data=np.array(self._sizes, dtype=np.int32).reshape(-1, 2), track_times=False)
+        h5.attrs["feature_dim"] = self.feature_dim
+        h5.attrs["layout_version"] = LAYOUT_VERSION
+        h5.attrs["source"] = self.source
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        stack, self._stack = self._stack, None
+        try:
+            if exc_type is None:
+                try:
+                    self._finish()
+                except BaseException:
+                    if not stack.__exit__(*sys.exc_info()):
+                        raise
+                    return False
+            return bool(stack.__exit__(exc_type, exc, tb))
+        finally:
+            self._h5, self._pending = None, []
+
+
 def write_region_file(
     path: str | os.PathLike,
     image_ids: Sequence[int] | np.ndarray,
@@ -51,40 +181,22 @@ def write_region_file(
     image_sizes: Sequence[Sequence[int]] | np.ndarray,
     source: str,
 ) -> None:
-    """Write one region-feature file in the layout above (atomically: temp file + rename).
+    """Write one region-feature file from in-memory lists (through `RegionFileWriter`).
 
     `boxes_list[i]` is [n_i, 4] and `features_list[i]` is [n_i, D] for image `image_ids[i]`;
     `image_sizes[i]` is (width, height). Inconsistent arguments are programming errors (ValueError).
     """
     ids = np.asarray(image_ids, dtype=np.int64).reshape(-1)
     n = len(ids)
-    if len(boxes_list) != n or len(features_list) != n:
-        raise ValueError(f"{n} image ids but {len(boxes_list)} box arrays and {len(features_list)} feature arrays")
-    if len(np.unique(ids)) != n:
-        raise ValueError("image ids must be unique")
-    sizes = np.asarray(image_sizes, dtype=np.int32).reshape(n, 2)
-    counts = np.array([len(b) for b in boxes_list], dtype=np.int32)
-    if any(len(f) != c for f, c in zip(features_list, counts)):
-        raise ValueError("each image needs as many feature rows as boxes")
+    if len(boxes_list) != n or len(features_list) != n or len(image_sizes) != n:
+        raise ValueError(f"{n} image ids but {len(boxes_list)} box arrays, {len(features_list)} feature arrays "
+                         f"and {len(image_sizes)} image sizes")
     dims = {np.asarray(f).shape[1] for f in features_list if np.asarray(f).ndim == 2}
     if len(dims) != 1:
         raise ValueError(f"features must all be 2-d with one feature dimension, got {sorted(dims)}")
-    dim = dims.pop()
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(counts, out=offsets[1:])
-    boxes = np.concatenate([np.asarray(b, dtype=np.float32).reshape(-1, 4) for b in boxes_list]) if n else np.zeros((0, 4), np.float32)
-    feats = np.concatenate([np.asarray(f, dtype=np.float32) for f in features_list]) if n else np.zeros((0, dim), np.float32)
-    with atomic_path(path, suffix=".h5") as tmp:
-        with h5py.File(tmp, "w") as h5:
-            h5.create_dataset("image_ids", data=ids)
-            h5.create_dataset("num_boxes", data=counts)
-            h5.create_dataset("box_offsets", data=offsets)
-            h5.create_dataset("boxes", data=boxes)
-            h5.create_dataset("features", data=feats)
-            h5.create_dataset("image_size", data=sizes)
-            h5.attrs["feature_dim"] = int(dim)
-            h5.attrs["layout_version"] = LAYOUT_VERSION
-            h5.attrs["source"] = str(source)
+    with RegionFileWriter(path, dims.pop(), source) as writer:
+        for image_id, boxes, features, size in zip(ids, boxes_list, features_list, image_sizes):
+            writer.add(image_id, boxes, features, size)
 
 
 def _one_line(err: BaseException) -> str:

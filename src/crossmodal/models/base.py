@@ -47,7 +47,7 @@ class Captioner(nn.Module, abc.ABC):
             if t > 0:
                 words = targets[:, t - 1]
                 if ss_prob > 0 and self.training:
-                    swap = torch.rand(n, generator=generator) < ss_prob
+                    swap = torch.rand(n, generator=generator, device=targets.device) < ss_prob
                     if swap.any():
                         sampled = torch.multinomial(outputs[-1].detach().exp(), 1, generator=generator).squeeze(1)
                         words = torch.where(swap, sampled, words)

@@ -11,11 +11,13 @@ ids through the vocabulary, so rare words are `<unk>` on both sides, as in the o
 Training starts from the best cross-entropy model of the `init` variant (`data/models/<init>/model.pt`,
 chosen by validation CIDEr-D) and otherwise reuses the cross-entropy trainer: per-epoch validation,
 best epoch, checkpoint/resume, beam search on test. Sampling draws from a generator seeded by
-(seed, epoch), so a resumed run draws the same samples.
+(seed, epoch), so a resumed run draws the same samples (in a multi-process run, rank r > 0 from its own
+stream: see training/distributed.py, which also says how the loss is normalised there).
 """
 from __future__ import annotations
 
 import hashlib
+from typing import Callable
 
 import numpy as np
 import torch
@@ -38,33 +40,44 @@ def reference_corpus(labels, words: list[str]) -> list[list[str]]:
 def token_mask(seqs: torch.Tensor) -> torch.Tensor:
     """[N, L] True for each sampled word and the <eos> after it (none when the caption ran to L words)."""
     lengths = (seqs != 0).sum(1)
-    return torch.arange(seqs.size(1)).unsqueeze(0) <= lengths.unsqueeze(1)
+    return torch.arange(seqs.size(1), device=seqs.device).unsqueeze(0) <= lengths.unsqueeze(1)
 
 
-def self_critical_loss(token_logprobs: torch.Tensor, seqs: torch.Tensor, rewards: torch.Tensor) -> torch.Tensor:
-    """-(reward x log-probability) summed over sampled tokens, divided by the number of tokens."""
+def self_critical_loss(token_logprobs: torch.Tensor, seqs: torch.Tensor, rewards: torch.Tensor,
+                       share: Callable[[torch.Tensor], torch.Tensor] | None = None) -> torch.Tensor:
+    """-(reward x log-probability) summed over sampled tokens, divided by the number of tokens (or by
+    `share(number of tokens)`, distributed.Context.share)."""
     mask = token_mask(seqs).to(token_logprobs.dtype)
-    return -(token_logprobs * rewards.unsqueeze(1) * mask).sum() / mask.sum()
+    return -(token_logprobs * rewards.unsqueeze(1) * mask).sum() / (mask.sum() if share is None else share(mask.sum()))
 
 
 def self_critical_batch(model: Captioner, feats: torch.Tensor, mask: torch.Tensor, references: list[list[str]],
                         cider: CiderD, words: list[str], samples_per_image: int, max_length: int,
-                        generator: torch.Generator | None = None) -> tuple[torch.Tensor, np.ndarray, np.ndarray]:
+                        generator: torch.Generator | None = None, net: Callable | None = None,
+                        share: Callable[[torch.Tensor], torch.Tensor] | None = None,
+                        ) -> tuple[torch.Tensor, np.ndarray, np.ndarray]:
     """Loss of one batch, and the CIDEr-D of its samples [B*n] and greedy captions [B] (one scorer call).
 
-    `references[i]` are image i's references; the model is left in train mode.
+    `references[i]` are image i's references; the model is left in train mode. The sampling runs as
+    `net(fn)` = fn(model) when given (the trainer's DDP wrapper, distributed.Forward); `share` as in
+    `self_critical_loss`.
     """
     model.eval()
     with torch.no_grad():
         greedy, _ = greedy_decode(model, feats, mask, max_length)
     model.train()
-    samples, token_logprobs = sample_decode(model, feats, mask, max_length, samples_per_image, generator=generator)
+
+    def draw(m: Captioner) -> tuple[torch.Tensor, torch.Tensor]:
+        return sample_decode(m, feats, mask, max_length, samples_per_image, generator=generator)
+
+    samples, token_logprobs = draw(model) if net is None else net(draw)
     candidates = [decode(s, words) for s in samples.tolist()] + [decode(g, words) for g in greedy.tolist()]
     repeated = [r for r in references for _ in range(samples_per_image)]
     scores = cider.score(candidates, repeated + list(references))
     sample_scores, greedy_scores = scores[: len(samples)], scores[len(samples):]
     advantage = torch.from_numpy(sample_scores - np.repeat(greedy_scores, samples_per_image))
-    return self_critical_loss(token_logprobs, samples, advantage.to(token_logprobs.dtype)), sample_scores, greedy_scores
+    advantage = advantage.to(token_logprobs.device, token_logprobs.dtype)
+    return self_critical_loss(token_logprobs, samples, advantage, share), sample_scores, greedy_scores
 
 
 class ScstTrainer(Trainer):
@@ -82,13 +95,15 @@ class ScstTrainer(Trainer):
     def train_epoch(self, epoch: int) -> dict[str, float]:
         """One epoch of self-critical updates; returns the mean loss and CIDEr-D of samples and greedy captions."""
         cfg = self.train_cfg
-        generator = torch.Generator().manual_seed(cfg.seed * 100003 + epoch + 7919)
+        generator = torch.Generator(self.device).manual_seed(self.dist.stream_seed(cfg.seed * 100003 + epoch + 7919))
+        max_length = self.cfg.vocabularies[self.vcfg.vocabulary].max_length
         logged = {"train_loss": [], "train_CIDEr_sample": [], "train_CIDEr_greedy": []}
-        for rows in self.batches(epoch):
-            loss, sample_scores, greedy_scores = self_critical_batch(
-                self.model, self.train.feats[rows], self.train.mask[rows], [self.references[i] for i in rows],
-                self.cider, self.words, cfg.samples_per_image, self.cfg.captions.max_length, generator)
+        for rows, feats, mask in self.batches(epoch):
+            with self.precision.autocast():
+                loss, sample_scores, greedy_scores = self_critical_batch(
+                    self.model, feats, mask, [self.references[i] for i in rows], self.cider, self.words,
+                    cfg.samples_per_image, max_length, generator, self.net, self.dist.share)
             self.optimise(loss)
-            for key, value in zip(logged, (loss.item(), sample_scores.mean(), greedy_scores.mean())):
-                logged[key].append(float(value))
-        return {key: float(np.mean(values)) for key, values in logged.items()}
+            for key, scores in zip(logged, ([loss.item()], sample_scores, greedy_scores)):  # (sum, count) per rank
+                logged[key].append((float(np.sum(scores)), float(len(scores))))
+        return self.dist.epoch_means(logged)

@@ -1,0 +1,300 @@
+"""VQA v2 question and annotation files, the official answer normalisation, BAN's answer vocabulary and
+soft-score targets, and the official per-question VQA accuracy.
+
+The synthetic VQA world writes the same two files as the real dataset, so everything downstream reads
+these through one reader:
+
+    questions:    {info, task_type, data_type, data_subtype, license,
+                   questions: [{image_id, question, question_id}]}
+    annotations:  {info, data_type, data_subtype, license,
+                   annotations: [{question_id, image_id, question_type, answer_type, multiple_choice_answer,
+                                  answers: [{answer, answer_confidence, answer_id}] x 10}]}
+
+`read_vqa` joins the two by `question_id` and refuses anything that would silently mislabel questions:
+a question without its annotation or the reverse, a repeated id, an annotation whose `image_id` differs
+from its question's, files of different `data_subtype`s, a question without exactly ten human answers.
+Test files come without annotations (`annotations_path=None`).
+
+Answer normalisation (`normalize_answer`) is the one of the official evaluator, GT-Vision-Lab/VQA
+`PythonEvaluationTools/vqaEvaluation/vqaEval.py` (2021 head, the v2.0 punctuation list), which BAN's
+`tools/compute_softscore.py` (jnhwkim/ban-vqa, after hengyuan-hu/bottom-up-attention-vqa) repeats:
+
+1. punctuation: each of ``; / [ ] " { } ( ) = + \\ _ - > < @ ` , ? !`` is deleted when it touches a space
+   in the answer, or when the answer contains a digit-comma-digit run, and is otherwise replaced by a
+   space (``leaf-hat`` -> ``leaf hat``, ``black, white`` -> ``black white``); colons and apostrophes stay;
+2. periods not followed by a digit are deleted (``3.5`` keeps its point; the official pattern meant to
+   also keep a period after a digit, but its look-behind is misspelt and has no effect, so ``4.`` ->
+   ``4``); as in the official call, at most 32 periods are deleted (the `re.UNICODE` flag lands in
+   the `count` argument);
+3. lower-case, split on white space, map number words ``none``/``zero`` -> ``0``, ``one`` ... ``ten``
+   -> ``1`` ... ``10``, drop the articles ``a``, ``an``, ``the``, and restore apostrophes of contractions
+   written without them (``dont`` -> ``don't``, ``couldnt've`` -> ``couldn't've``), then join with
+   single spaces.
+
+The contraction table is generated from the contracted forms: every form is reachable from each
+spelling that lacks exactly one of its apostrophes, which is what the official table lists. Deviations,
+none of which changes a result: the official table's capitalised keys (``Im``, ``Ive``, ``Id've``,
+``I'dve``) are left out because they are looked up after lower-casing and can never match, and its
+identity entries (``let's``, ``she's``) are left out; its one reversed entry, ``somebody'd`` ->
+``somebodyd``, is kept. BAN's extra removal of commas after normalisation is omitted: step 1 has already
+removed or replaced every comma.
+
+BAN's answer vocabulary (`answer_vocabulary`) counts, for every question of train + val, its normalised
+`multiple_choice_answer` (one count per question id) and keeps answers counted at least 9 times (3,129
+answers on VQA v2). Deviation: the official label order is first appearance in the train-then-val files;
+ours is by decreasing count, ties alphabetically, so that labels do not depend on file order.
+
+Soft targets (`soft_scores`) follow BAN's `compute_target`: the ten human answers are counted as they
+stand in the file, *not normalised* (so ``leaf-hat`` never scores the label ``leaf hat``), and each
+vocabulary answer given by k annotators gets min(1, 0.3 k) (0.3, 0.6, 0.9, 1.0 for k = 1, 2, 3, >= 4),
+an approximation of the accuracy below.
+
+VQA accuracy (`vqa_accuracy`) is the 2021 official evaluator's: new lines and tabs become spaces and
+ends are stripped; only when the ten human answers are not all identical are they and the prediction
+normalised as above; the score is the mean, over the ten subsets of nine humans, of
+min(1, matching humans / 3).
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Collection, Iterable, Sequence
+
+from ..io import InputError, read_json
+
+ANSWERS_PER_QUESTION = 10
+ANSWER_TYPES = ("yes/no", "number", "other")
+BAN_MIN_ANSWER_OCCURRENCE = 9
+
+# --- answer normalisation ------------------------------------------------------------------------
+
+_PUNCTUATION = (";", "/", "[", "]", '"', "{", "}", "(", ")", "=", "+", "\\", "_", "-",
+                ">", "<", "@", "`", ",", "?", "!")
+_DIGIT_COMMA_DIGIT = re.compile(r"\d,\d")
+_PERIOD_NOT_BEFORE_DIGIT = re.compile(r"\.(?!\d)")
+_MAX_PERIODS_DELETED = 32
+_NUMBER_WORDS = {"none": "0", "zero": "0", "one": "1", "two": "2", "three": "3", "four": "4", "five": "5",
+                 "six": "6", "seven": "7", "eight": "8", "nine": "9", "ten": "10"}
+_ARTICLES = frozenset({"a", "an", "the"})
+_CONTRACTED_FORMS = """
+    ain't aren't can't could've couldn't couldn't've didn't doesn't don't hadn't hadn't've hasn't haven't
+    he'd he'd've he's how'd how'll how's isn't it'd it'd've it'll ma'am mightn't mightn't've might've
+    mustn't must've needn't not've o'clock oughtn't 'ow's'at shan't she'd've should've shouldn't
+    shouldn't've somebody'd've somebody'll somebody's someone'd someone'd've someone'll someone's
+    something'd something'd've something'll that's there'd there'd've there're there's they'd they'd've
+    they'll they're they've 'twas wasn't we'd've we've weren't what'll what're what's what've when's
+    where'd where's where've who'd who'd've who'll who's who've why'll why're why's won't would've
+    wouldn't wouldn't've y'all y'all'll y'all'd've you'd you'd've you'll you're you've
+""".split()
+
+
+def _contraction_table() -> dict[str, str]:
+    table = {}
+    for form in _CONTRACTED_FORMS:
+        for at in (k for k, char in enumerate(form) if char == "'"):
+            table[form[:at] + form[at + 1:]] = form
+    table["somebody'd"] = "somebodyd"  # reversed in the official table; kept for identical results
+    return table
+
+
+_CONTRACTIONS = _contraction_table()
+
+
+def _strip_punctuation(text: str) -> str:
+    delete_every_mark = _DIGIT_COMMA_DIGIT.search(text) is not None
+    out = text
+    for mark in _PUNCTUATION:
+        touches_space = f"{mark} " in text or f" {mark}" in text
+        out = out.replace(mark, "" if delete_every_mark or touches_space else " ")
+    return _PERIOD_NOT_BEFORE_DIGIT.sub("", out, count=_MAX_PERIODS_DELETED)
+
+
+def _normalize_words(text: str) -> str:
+    words = []
+    for word in text.lower().split():
+        word = _NUMBER_WORDS.get(word, word)
+        if word not in _ARTICLES:
+            words.append(_CONTRACTIONS.get(word, word))
+    return " ".join(words)
+
+
+def normalize_answer(answer: str) -> str:
+    """The official answer normalisation (punctuation, periods, case, number words, articles, contractions)."""
+    return _normalize_words(_strip_punctuation(answer))
+
+
+# --- scores --------------------------------------------------------------------------------------
+
+_SOFT_SCORE_BELOW_FOUR = (0.0, 0.3, 0.6, 0.9)
+
+
+def soft_score(annotator_count: int) -> float:
+    """BAN's target for an answer given by `annotator_count` of the ten humans: 0, .3, .6, .9, then 1."""
+    if annotator_count < 0:
+        raise ValueError(f"annotator count must be >= 0, got {annotator_count}")
+    return _SOFT_SCORE_BELOW_FOUR[annotator_count] if annotator_count < 4 else 1.0
+
+
+def soft_scores(human_answers: Sequence[str], vocabulary: Collection[str]) -> dict[str, float]:
+    """Soft target of every vocabulary answer among the (unnormalised) human answers, as BAN computes it."""
+    counts = Counter(human_answers)
+    return {answer: soft_score(n) for answer, n in counts.items() if answer in vocabulary}
+
+
+def _clean_whitespace(text: str) -> str:
+    return text.replace("\n", " ").replace("\t", " ").strip()
+
+
+def vqa_accuracy(prediction: str, human_answers: Sequence[str]) -> float:
+    """Official accuracy of one predicted answer: mean over leave-one-human-out subsets of min(1, matches/3)."""
+    if not human_answers:
+        raise ValueError("vqa_accuracy needs at least one human answer")
+    humans = [_clean_whitespace(a) for a in human_answers]
+    predicted = _clean_whitespace(prediction)
+    if len(set(humans)) > 1:
+        humans = [normalize_answer(a) for a in humans]
+        predicted = normalize_answer(predicted)
+    matches = sum(h == predicted for h in humans)
+    # leaving out human i removes one match exactly when human i matched
+    per_subset = [min(1.0, (matches - (h == predicted)) / 3) for h in humans]
+    return sum(per_subset) / len(per_subset)
+
+
+# --- files ---------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class VqaAnnotation:
+    """The human answers of one question; `answers` and `answer_confidences` in file order."""
+
+    question_id: int
+    image_id: int
+    question_type: str
+    answer_type: str
+    multiple_choice_answer: str
+    answers: tuple[str, ...]
+    answer_confidences: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class VqaQuestion:
+    """One question, with its annotation when the split has them (not on test)."""
+
+    question_id: int
+    image_id: int
+    question: str
+    annotation: VqaAnnotation | None = None
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _field(entry: dict, key: str, kind: type, path: Path, where: str):
+    if key not in entry:
+        raise InputError(f"{path}: {where} is missing field '{key}'")
+    value = entry[key]
+    if not (_is_int(value) if kind is int else isinstance(value, kind)):
+        raise InputError(f"{path}: {where}.{key} has the wrong type ({type(value).__name__})")
+    return value
+
+
+def _load(path: str | Path, list_key: str) -> tuple[Path, dict, list]:
+    data = read_json(path)
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: top level must be an object with field '{list_key}'")
+    return Path(path), data, _field(data, list_key, list, Path(path), "top level")
+
+
+def _question(entry: object, path: Path, where: str) -> VqaQuestion:
+    if not isinstance(entry, dict):
+        raise InputError(f"{path}: {where} must be an object")
+    return VqaQuestion(question_id=_field(entry, "question_id", int, path, where),
+                       image_id=_field(entry, "image_id", int, path, where),
+                       question=_field(entry, "question", str, path, where))
+
+
+def _annotation(entry: object, path: Path, where: str) -> VqaAnnotation:
+    if not isinstance(entry, dict):
+        raise InputError(f"{path}: {where} must be an object")
+    answer_type = _field(entry, "answer_type", str, path, where)
+    if answer_type not in ANSWER_TYPES:
+        raise InputError(f"{path}: {where}.answer_type is {answer_type!r}, expected one of {', '.join(ANSWER_TYPES)}")
+    raw_answers = _field(entry, "answers", list, path, where)
+    if len(raw_answers) != ANSWERS_PER_QUESTION:
+        raise InputError(f"{path}: {where}.answers has {len(raw_answers)} entries, expected {ANSWERS_PER_QUESTION}")
+    answers, confidences, answer_ids = [], [], set()
+    for k, raw in enumerate(raw_answers):
+        at = f"{where}.answers[{k}]"
+        if not isinstance(raw, dict):
+            raise InputError(f"{path}: {at} must be an object")
+        answers.append(_field(raw, "answer", str, path, at))
+        confidences.append(_field(raw, "answer_confidence", str, path, at))
+        answer_id = _field(raw, "answer_id", int, path, at)
+        if answer_id in answer_ids:
+            raise InputError(f"{path}: {at}.answer_id {answer_id} appears twice in the question")
+        answer_ids.add(answer_id)
+    return VqaAnnotation(question_id=_field(entry, "question_id", int, path, where),
+                         image_id=_field(entry, "image_id", int, path, where),
+                         question_type=_field(entry, "question_type", str, path, where),
+                         answer_type=answer_type,
+                         multiple_choice_answer=_field(entry, "multiple_choice_answer", str, path, where),
+                         answers=tuple(answers), answer_confidences=tuple(confidences))
+
+
+def _read_entries(path: str | Path, list_key: str, parse) -> tuple[Path, dict, list]:
+    """(path, top-level object, parsed entries) of a questions or annotations file; question ids unique."""
+    path, data, entries = _load(path, list_key)
+    items = [parse(e, path, f"{list_key}[{k}]") for k, e in enumerate(entries)]
+    seen: set[int] = set()
+    for k, item in enumerate(items):
+        if item.question_id in seen:
+            raise InputError(f"{path}: {list_key}[{k}] repeats question_id {item.question_id}")
+        seen.add(item.question_id)
+    return path, data, items
+
+
+def read_vqa_questions(path: str | Path) -> list[VqaQuestion]:
+    """The questions of a VQA questions file, in file order (no annotations attached)."""
+    return _read_entries(path, "questions", _question)[2]
+
+
+def read_vqa_annotations(path: str | Path) -> list[VqaAnnotation]:
+    """The annotations of a VQA annotations file, in file order."""
+    return _read_entries(path, "annotations", _annotation)[2]
+
+
+def read_vqa(questions_path: str | Path, annotations_path: str | Path | None = None) -> list[VqaQuestion]:
+    """Questions in file order, each joined with its annotation (when an annotations file is given)."""
+    q_path, q_data, questions = _read_entries(questions_path, "questions", _question)
+    if annotations_path is None:
+        return questions
+    a_path, a_data, annotations = _read_entries(annotations_path, "annotations", _annotation)
+    q_subtype, a_subtype = q_data.get("data_subtype"), a_data.get("data_subtype")
+    if q_subtype is not None and a_subtype is not None and q_subtype != a_subtype:
+        raise InputError(f"{a_path}: data_subtype {a_subtype!r} does not match {q_subtype!r} of {q_path}")
+    by_id = {a.question_id: a for a in annotations}
+    joined = []
+    for k, question in enumerate(questions):
+        annotation = by_id.pop(question.question_id, None)
+        if annotation is None:
+            raise InputError(f"{a_path}: no annotation for question_id {question.question_id} (questions[{k}] of {q_path})")
+        if annotation.image_id != question.image_id:
+            raise InputError(f"{a_path}: annotation of question_id {question.question_id} has image_id "
+                             f"{annotation.image_id}, the question has {question.image_id}")
+        joined.append(VqaQuestion(question.question_id, question.image_id, question.question, annotation))
+    if by_id:
+        orphan = next(iter(by_id))
+        raise InputError(f"{a_path}: {len(by_id)} annotations have no question in {q_path} (first: question_id {orphan})")
+    return joined
+
+
+def answer_vocabulary(annotations: Iterable[VqaAnnotation], min_occurrence: int = BAN_MIN_ANSWER_OCCURRENCE) -> list[str]:
+    """Normalised `multiple_choice_answer`s of at least `min_occurrence` questions, most frequent first."""
+    questions_per_answer: dict[str, set[int]] = {}
+    for annotation in annotations:
+        answer = normalize_answer(annotation.multiple_choice_answer)
+        questions_per_answer.setdefault(answer, set()).add(annotation.question_id)
+    counts = {answer: len(ids) for answer, ids in questions_per_answer.items() if len(ids) >= min_occurrence}
+    return sorted(counts, key=lambda answer: (-counts[answer], answer))

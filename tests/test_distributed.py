@@ -1,0 +1,212 @@
+"""Compute settings (training/distributed.py): two gloo processes launched through the stage's own torchrun path
+against one process, lazy against in-memory features, SCST under DDP, device choice, CPU-only saved weights.
+
+One module-scoped tiny world (synthesized and preprocessed by the CLI, random region features) serves every
+test; the runs use Up-Down without dropout or scheduled sampling, so one and two processes differ only in
+float summation order. 41 training images in batches of 10 leave a last batch of one image, so one rank gets
+an empty share there.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from crossmodal import config, paths
+from crossmodal.config import ComputeConfig
+from crossmodal.data.karpathy import read_karpathy
+from crossmodal.data.regions import write_region_file
+from crossmodal.io import InputError
+from crossmodal.training import distributed
+from crossmodal.training.scst import self_critical_loss
+from crossmodal.training.xe import Trainer, caption_batch, sequence_loss
+
+ROOT = Path(__file__).resolve().parents[1]
+TOLERANCE = 1e-7  # max |parameter difference| between 1 and 2 processes (measured 1.5e-8: see distributed.py)
+UPDOWN = {"model_args": {"embed_dim": 16, "hidden_dim": 16, "att_hidden_dim": 16, "dropout": 0.0,
+                         "feature_dropout": 0.0},
+          "train": {"epochs": 2, "batch_size": 10, "optimizer": "sgd", "lr": 0.05}}  # Adam: see distributed.py
+
+
+def _env() -> dict:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "CROSSMODAL_PROGRESS": "0", "OMP_NUM_THREADS": "1",
+           "CROSSMODAL_THREADS": "1"}
+    env.pop("DVC_ROOT", None)
+    return env
+
+
+def crossmodal(repo: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, "-m", "crossmodal", *args], cwd=repo, env=_env(), capture_output=True,
+                          text=True, timeout=300)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def write_params(repo: Path, name: str, compute: dict) -> Path:
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    params["compute"] = {**params.get("compute", {}), **compute}
+    (repo / name).write_text(yaml.safe_dump(params, sort_keys=False))
+    return repo / name
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory) -> Path:
+    """A tiny world with two trained systems declared: `tiny` (Up-Down) and `tiny_scst` continuing it."""
+    torch.set_num_threads(1)
+    repo = tmp_path_factory.mktemp("distributed")
+    shutil.copy(ROOT / "dvc.yaml", repo / "dvc.yaml")
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    base, scst = params["variants"]["updown"], params["scst"]["updown_scst"]
+    params["world"]["images"] = {"train": 41, "val": 8, "test": 8}
+    params["world"]["image_size"] = 48
+    params["evaluation"]["beam_size"] = 2
+    params["variants"] = {"tiny": {**base, "model_args": UPDOWN["model_args"], "train": UPDOWN["train"]}}
+    params["scst"] = {"tiny_scst": {**scst, "init": "tiny",
+                                    "train": {"epochs": 1, "batch_size": 10, "lr": 1e-3, "samples_per_image": 2}}}
+    params.update(reseeds={}, scst_reseeds={}, ensembles={})
+    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    crossmodal(repo, "synthesize")
+    crossmodal(repo, "prepro-captions")
+    ids = [img.image_id for img in read_karpathy(repo / paths.DATASET_JSON)]
+    rng = np.random.default_rng(0)
+    counts = rng.integers(2, 7, len(ids))
+    write_region_file(repo / paths.REGIONS, ids, [np.tile([0, 0, 8, 8], (n, 1)) for n in counts],
+                      [rng.standard_normal((n, 12)) for n in counts], [(48, 48)] * len(ids), "random (test)")
+    return repo
+
+
+def train_in_process(repo: Path, name: str, **compute) -> tuple[dict, dict, dict]:
+    """One process, in this interpreter: the final metrics, the (best) weights and the last checkpoint."""
+    cfg = config.load(write_params(repo, "params_single.yaml", compute))
+    shutil.rmtree(repo / paths.CHECKPOINTS, ignore_errors=True)
+    trainer = Trainer(cfg, name, repo, progress=False)
+    result = trainer.run()
+    return result, trainer.model.state_dict(), torch.load(trainer.checkpoint, weights_only=False)
+
+
+@pytest.fixture(scope="module")
+def two_processes(repo) -> dict:
+    """`train --variant tiny` with compute.processes 2 (gloo, lazy features): the stage relaunches under torchrun."""
+    params = write_params(repo, "params_ddp.yaml", {"processes": 2, "lazy_features": True})
+    crossmodal(repo, "--params", params.name, "train", "--variant", "tiny")
+    assert not list((repo / paths.CHECKPOINTS).rglob("*.pt"))  # rank 0 removed its finished checkpoint
+    return json.loads((repo / paths.METRICS / "tiny.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def one_process(repo) -> tuple[dict, dict, dict]:
+    return train_in_process(repo, "tiny")
+
+
+def test_two_gloo_processes_through_torchrun_match_one_process(repo, two_processes, one_process):
+    single, weights, _ = one_process
+    saved = torch.load(repo / paths.MODELS / "tiny" / "model.pt", weights_only=False)["state_dict"]
+    assert saved.keys() == weights.keys()
+    diff = max((saved[k] - weights[k]).abs().max().item() for k in weights)
+    print(f"max |parameter difference|, 2 processes vs 1: {diff:.3g}")
+    assert diff <= TOLERANCE, diff
+    assert two_processes["best_epoch"] == single["best_epoch"]
+    for ours, theirs in zip(two_processes["history"], single["history"], strict=True):
+        assert ours["train_loss"] == pytest.approx(theirs["train_loss"], rel=1e-6)
+        assert ours["lr"] == theirs["lr"]
+    assert two_processes["mlflow_run_id"]  # rank 0 logged the one MLflow run
+
+
+def test_saved_model_and_checkpoint_hold_cpu_tensors(repo, two_processes, one_process):
+    _, weights, checkpoint = one_process
+    saved = torch.load(repo / paths.MODELS / "tiny" / "model.pt", weights_only=False)["state_dict"]
+    tensors = [*saved.values(), *weights.values(), *checkpoint["model"].values(),
+               *checkpoint["best"]["state"].values(),
+               *(t for s in checkpoint["optimizer"]["state"].values() for t in s.values())]
+    assert all(t.device.type == "cpu" for t in tensors)
+
+
+def test_scst_runs_in_two_processes(repo, two_processes):
+    params = write_params(repo, "params_ddp.yaml", {"processes": 2})
+    crossmodal(repo, "--params", params.name, "train", "--variant", "tiny_scst")
+    metrics = json.loads((repo / paths.METRICS / "tiny_scst.json").read_text())
+    (row,) = metrics["history"]
+    assert metrics["objective"] == "scst" and np.isfinite(row["train_loss"]) and row["train_CIDEr_sample"] >= 0
+    start = torch.load(repo / paths.MODELS / "tiny" / "model.pt", weights_only=False)["state_dict"]
+    end = torch.load(repo / paths.MODELS / "tiny_scst" / "model.pt", weights_only=False)["state_dict"]
+    assert any(not torch.equal(start[k], end[k]) for k in start)
+
+
+def test_lazy_features_train_exactly_as_in_memory(repo, one_process):
+    in_memory, weights, _ = one_process
+    lazy, lazy_weights, _ = train_in_process(repo, "tiny", lazy_features=True, loader_workers=1)
+    assert all(torch.equal(weights[k], lazy_weights[k]) for k in weights)
+    assert lazy["history"] == in_memory["history"] and lazy["predictions"] == in_memory["predictions"]
+
+
+def test_losses_divided_by_the_global_share_add_up_to_the_single_process_loss():
+    """Each of two ranks divides its shard's summed loss by (global count / 2); their mean is the batch's loss."""
+    torch.manual_seed(0)
+    seqs = torch.tensor([[4, 5, 0], [6, 0, 0], [4, 4, 4], [5, 6, 0]])
+    cases = {sequence_loss: (torch.log_softmax(torch.randn(4, 4, 8), -1), seqs, 0.1),
+             self_critical_loss: (-torch.rand(4, 3), seqs, torch.randn(4))}
+    shards = [slice(0, 3), slice(3, 4)]  # uneven, as ranks' shares of a batch can be
+    for loss, args in cases.items():
+        def shard(s: slice) -> list:
+            return [a[s] if isinstance(a, torch.Tensor) else a for a in args]
+
+        counts = []
+        for s in shards:
+            loss(*shard(s), share=lambda count: counts.append(count) or count)
+        parts = [loss(*shard(s), share=lambda count: sum(counts) / 2) for s in shards]
+        torch.testing.assert_close(sum(parts) / 2, loss(*args))
+
+
+def test_caption_batch_repeats_references_and_takes_empty_shares():
+    from crossmodal.data.captions import CaptionLabels
+
+    labels = CaptionLabels(np.array([7, 8]), np.arange(12, dtype=np.int32).reshape(4, 3), np.array([0, 3]),
+                           np.array([3, 4]))
+    assert caption_batch(labels, np.array([1, 0]), 2).tolist() == [[9, 10, 11], [9, 10, 11], [0, 1, 2], [3, 4, 5]]
+    assert caption_batch(labels, np.array([], dtype=np.int64), 2).shape == (0, 3)
+
+
+def test_device_choice_and_the_cpu_only_checks(capsys):
+    if torch.cuda.is_available():
+        pytest.skip("checks the behaviour of a machine without CUDA")
+    assert distributed.resolve_device(ComputeConfig()) == torch.device("cpu")
+    with pytest.raises(InputError, match="compute.device is cuda, but torch sees no CUDA device"):
+        distributed.resolve_device(ComputeConfig(device="cuda"))
+    with pytest.raises(InputError, match="nccl needs CUDA"):
+        distributed.launch(ComputeConfig(processes=2, backend="nccl"), ["train", "--variant", "x"])
+    precision = distributed.Precision(ComputeConfig(amp=True), torch.device("cpu"))
+    assert precision.dtype is None and not precision.scaler.is_enabled()
+    assert "compute.amp is ignored on the CPU" in capsys.readouterr().err
+
+
+def test_the_stage_relaunches_itself_unless_torchrun_started_it(monkeypatch):
+    for key in ("LOCAL_RANK", "WORLD_SIZE"):
+        monkeypatch.delenv(key, raising=False)
+    assert distributed.needs_launch(ComputeConfig(processes=2)) and not distributed.needs_launch(ComputeConfig())
+    assert distributed.launch_command(2, ["train", "--variant", "x"]) == [
+        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "crossmodal",
+        "train", "--variant", "x"]
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert not distributed.needs_launch(ComputeConfig(processes=2))
+
+
+def test_a_failing_process_fails_the_stage(repo, two_processes):
+    params = write_params(repo, "params_ddp.yaml", {"processes": 2})
+    model = repo / paths.MODELS / "tiny" / "model.pt"
+    backup = model.read_bytes()
+    try:
+        model.unlink()
+        proc = crossmodal(repo, "--params", params.name, "train", "--variant", "tiny_scst", check=False)
+    finally:
+        model.write_bytes(backup)
+    assert proc.returncode != 0 and "missing file" in proc.stderr
