@@ -40,6 +40,7 @@ import numpy as np
 import torch
 
 from ..io import InputError, atomic_path
+from .hdf5 import ReadOnlyHDF5, one_line
 
 LAYOUT_VERSION = 1
 CHUNK_BYTES = 256 * 1024  # target chunk size of `features` and `boxes` (see the module docstring)
@@ -199,12 +200,7 @@ def write_region_file(
             writer.add(image_id, boxes, features, size)
 
 
-def _one_line(err: BaseException) -> str:
-    text = " ".join(str(err).split())
-    return text[:200]
-
-
-class RegionFeatures:
+class RegionFeatures(ReadOnlyHDF5):
     """Read-only view of one region-feature file; validates the layout when opened.
 
     The small index arrays (ids, counts, offsets, sizes) are read at once; features and boxes stay on disk
@@ -214,35 +210,13 @@ class RegionFeatures:
     process), so it can live inside a torch Dataset used by DataLoader workers.
     """
 
-    def __init__(self, path: str | os.PathLike):
-        self.path = Path(path)
-        if not self.path.is_file():
-            raise InputError(f"missing region feature file: {self.path}")
-        self._file: h5py.File | None = None
-        h5 = self._h5()
-        try:
-            self._validate(h5)
-        except BaseException:
-            self.close()
-            raise
-
-    # -- opening and validation -------------------------------------------------------------------
-
-    def _h5(self) -> h5py.File:
-        if self._file is None:
-            try:
-                self._file = h5py.File(self.path, "r")
-            except OSError as err:
-                raise InputError(
-                    f"region feature file {self.path} is truncated or not HDF5 ({_one_line(err)})"
-                ) from None
-        return self._file
+    description = "region feature file"
 
     def _read(self, name: str, sel=slice(None)) -> np.ndarray:
         try:
             return self._h5()[name][sel]
         except OSError as err:
-            raise InputError(f"region feature file {self.path}: cannot read '{name}', truncated? ({_one_line(err)})") from None
+            raise InputError(f"region feature file {self.path}: cannot read '{name}', truncated? ({one_line(err)})") from None
 
     def _validate(self, h5: h5py.File) -> None:
         where = f"region feature file {self.path}"
@@ -338,24 +312,6 @@ class RegionFeatures:
     def load_all(self, max_boxes: int | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Every image, in file order (`ids`), as padded tensors; one contiguous read."""
         return self.load_padded(self._ids, max_boxes)
-
-    # -- lifetime ---------------------------------------------------------------------------------
-
-    def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
-
-    def __enter__(self) -> "RegionFeatures":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __getstate__(self) -> dict:
-        state = self.__dict__.copy()
-        state["_file"] = None
-        return state
 
     def __repr__(self) -> str:
         return f"RegionFeatures({str(self.path)!r}, images={len(self)}, boxes={int(self.offsets[-1])}, dim={self.feature_dim})"

@@ -58,6 +58,7 @@ import h5py
 import numpy as np
 
 from ..io import InputError, atomic_path, read_json, write_json
+from .hdf5 import ReadOnlyHDF5, one_line
 
 SPLITS = ("train", "val", "test")
 DATASETS = ("msvd", "msrvtt")
@@ -282,35 +283,15 @@ def read_video_captions(path: str | Path) -> tuple[str, dict[str, VideoCaptions]
 
 # --- features ------------------------------------------------------------------------------------
 
-def _one_line(err: BaseException) -> str:
-    return " ".join(str(err).split())[:200]
-
-
-class VideoFeatures:
+class VideoFeatures(ReadOnlyHDF5):
     """Read-only view of one modality's feature file (layout in the module docstring).
 
     The layout is checked when opened (shapes only, no data read); `__getitem__` reads one video.
     Picklable: the HDF5 handle is reopened in the receiving process (DataLoader workers).
     """
 
-    def __init__(self, path: str | os.PathLike):
-        self.path = Path(path)
-        if not self.path.is_file():
-            raise InputError(f"missing video feature file: {self.path}")
-        self._file: h5py.File | None = None
-        try:
-            self._validate(self._h5())
-        except BaseException:
-            self.close()
-            raise
+    description = "video feature file"
 
-    def _h5(self) -> h5py.File:
-        if self._file is None:
-            try:
-                self._file = h5py.File(self.path, "r")
-            except OSError as err:
-                raise InputError(f"video feature file {self.path} is truncated or not HDF5 ({_one_line(err)})") from None
-        return self._file
 
     def _validate(self, h5: h5py.File) -> None:
         where = f"video feature file {self.path}"
@@ -362,23 +343,7 @@ class VideoFeatures:
         try:
             return self._h5()[video_id][()].astype(np.float32, copy=False)
         except OSError as err:
-            raise InputError(f"video feature file {self.path}: cannot read {video_id!r}, truncated? ({_one_line(err)})") from None
-
-    def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
-
-    def __enter__(self) -> "VideoFeatures":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __getstate__(self) -> dict:
-        state = self.__dict__.copy()
-        state["_file"] = None
-        return state
+            raise InputError(f"video feature file {self.path}: cannot read {video_id!r}, truncated? ({one_line(err)})") from None
 
     def __repr__(self) -> str:
         return f"VideoFeatures({str(self.path)!r}, videos={len(self)}, dim={self.dim})"

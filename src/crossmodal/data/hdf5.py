@@ -1,0 +1,60 @@
+"""The read-only HDF5 view that the feature readers (regions, video) share.
+
+The file is checked by the subclass's `_validate` when opened; the handle is opened lazily and left out of
+pickles, so each process that receives the object (DataLoader workers) opens its own.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import h5py
+
+from ..io import InputError
+
+
+def one_line(err: BaseException) -> str:
+    """An HDF5 error as one short line (h5py's messages span several)."""
+    return " ".join(str(err).split())[:200]
+
+
+class ReadOnlyHDF5:
+    description = "HDF5 file"  # how messages name the file, e.g. "region feature file"
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise InputError(f"missing {self.description}: {self.path}")
+        self._file: h5py.File | None = None
+        try:
+            self._validate(self._h5())
+        except BaseException:
+            self.close()
+            raise
+
+    def _validate(self, h5: h5py.File) -> None:
+        raise NotImplementedError
+
+    def _h5(self) -> h5py.File:
+        if self._file is None:
+            try:
+                self._file = h5py.File(self.path, "r")
+            except OSError as err:
+                raise InputError(f"{self.description} {self.path} is truncated or not HDF5 ({one_line(err)})") from None
+        return self._file
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state["_file"] = None
+        return state
