@@ -71,7 +71,7 @@ def test_one_caption_set_per_vocabulary_and_shared_references(tmp_path):
     assert read_coco_captions(refs / "captions_test.json") == {102: REFERENCES[102]}
     assert read_coco_captions(refs / "captions_val.json") == {103: REFERENCES[103]}
     images = json.loads((tmp_path / "out" / "images.json").read_text())
-    assert images[2] == {"image_id": 102, "file_name": "2.png", "split": "test"}
+    assert images[2] == {"image_id": 102, "path": "x/2.png", "split": "test"}
 
 
 def test_an_evaluation_image_without_references_is_an_error_and_nothing_is_written(tmp_path):

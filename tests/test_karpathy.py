@@ -29,6 +29,7 @@ def test_reads_real_coco_karpathy_entry():
     assert isinstance(im, KarpathyImage)
     assert (im.image_id, im.imgid, im.split) == (391895, 0, "test")
     assert (im.filepath, im.filename) == ("val2014", "COCO_val2014_000000391895.jpg")
+    assert im.path == "val2014/COCO_val2014_000000391895.jpg"
     assert [s.sentid for s in im.sentences] == [770337, 771687, 772707, 776154, 781998]
     assert im.sentences[0].tokens == ["a", "man", "with", "a", "red", "helmet", "on", "a", "small", "moped",
                                       "on", "a", "dirt", "road"]
@@ -40,7 +41,7 @@ def test_reads_flickr8k_without_filepath_or_cocoid():
     images = read_karpathy(FIXTURES / "karpathy" / "dataset_flickr8k_excerpt.json")
     assert [(im.image_id, im.imgid, im.split, im.filepath) for im in images] == [
         (0, 0, "train", None), (1, 1, "train", None)]
-    assert images[1].filename == "2903617548_d3e38d7f88.jpg"
+    assert images[1].filename == images[1].path == "2903617548_d3e38d7f88.jpg"
     assert [s.sentid for s in images[1].sentences] == [5, 6, 7, 8, 9]
     assert images[0].sentences[1].tokens == ["black", "dog", "chasing", "brown", "dog", "through", "snow"]
 

@@ -229,7 +229,7 @@ def _write_system(cfg, root: Path, name: str, run, refs: dict[int, list[str]], m
 
 
 def _qualitative(cfg, root: Path, predictions: dict[int, str], refs: dict[int, list[str]]) -> str:
-    files = {img["image_id"]: img["file_name"] for img in read_json(root / paths.IMAGES)}
+    files = {img["image_id"]: img["path"] for img in read_json(root / paths.IMAGES)}
     data = REAL_DATA if _real(cfg) else "synthetic image world"
     lines = [f"# Qualitative examples (test split, {data})", ""]
     for image_id in sorted(predictions)[: cfg.evaluation.qualitative_examples]:

@@ -12,7 +12,7 @@ directory holds one set per convention in params.yaml `vocabularies`, beside wha
 
     data/processed/captions/<vocabulary>/labels.h5, vocab.json
     data/processed/captions/references/captions_{val,test}.json   COCO layout, the raw captions evaluation scores against
-    data/processed/captions/images.json                           [{image_id, file_name, split}] of the split file
+    data/processed/captions/images.json                           [{image_id, path, split}] of the split file
 
 `labels.h5` layout: `image_ids` int64 [N] (dataset order), `split` bytes [N], `label_start_ix` /
 `label_end_ix` int64 [N] (rows start:end of image i), `labels` int32 [S, max_length] (word ids, 0-padded,
@@ -116,7 +116,7 @@ def preprocess(vocabularies: dict[str, CaptionsConfig], images: list[KarpathyIma
                references: dict[int, list[str]], out_dir: Path) -> dict:
     """The processed caption directory, written atomically as a whole: one labels/vocabulary set per vocabulary
     convention (`<name>/`), the val and test references in COCO layout (`references/`), and the image list
-    (`images.json`: id, file name, split). `references` maps image ids to their raw COCO captions."""
+    (`images.json`: id, path under the image root, split). `references` maps image ids to their raw COCO captions."""
     splits = by_split(images)
     for split in ("train", "val", "test"):
         if not splits.get(split):
@@ -127,7 +127,7 @@ def preprocess(vocabularies: dict[str, CaptionsConfig], images: list[KarpathyIma
             summary[name] = encode_vocabulary(cfg, images, tmp / name)
         for split in ("val", "test"):
             write_json(tmp / "references" / f"captions_{split}.json", reference_file(splits[split], references), indent=None)
-        write_json(tmp / "images.json", [{"image_id": img.image_id, "file_name": img.filename, "split": img.split}
+        write_json(tmp / "images.json", [{"image_id": img.image_id, "path": img.path, "split": img.split}
                                          for img in images], indent=None)
     return summary
 

@@ -34,6 +34,11 @@ class KarpathyImage:
     filename: str
     sentences: list[KarpathySentence]
 
+    @property
+    def path(self) -> str:
+        """Where the image lies under the image root (`val2014/COCO_val2014_….jpg`), so a reader can open it."""
+        return f"{self.filepath}/{self.filename}" if self.filepath else self.filename
+
 
 def _field(entry: dict, key: str, kind: type | tuple, path: Path, where: str):
     if key not in entry:
