@@ -72,3 +72,15 @@ def read_json(path: str | os.PathLike) -> Any:
         return json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as err:
         raise InputError(f"{path}: not valid JSON ({err.msg} at line {err.lineno})") from None
+
+
+def json_field(entry: dict, key: str, kind: type | tuple, path: Path | str, where: str, required: bool = True):
+    """`entry[key]` checked to be of `kind` (a bool is not an int); errors name the file and the field."""
+    if key not in entry:
+        if required:
+            raise InputError(f"{path}: {where} is missing field '{key}'")
+        return None
+    value = entry[key]
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise InputError(f"{path}: {where}.{key} has the wrong type ({type(value).__name__})")
+    return value

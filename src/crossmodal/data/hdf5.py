@@ -6,6 +6,7 @@ pickles, so each process that receives the object (DataLoader workers) opens its
 from __future__ import annotations
 
 import os
+from abc import ABC, abstractmethod
 from pathlib import Path
 
 import h5py
@@ -18,7 +19,7 @@ def one_line(err: BaseException) -> str:
     return " ".join(str(err).split())[:200]
 
 
-class ReadOnlyHDF5:
+class ReadOnlyHDF5(ABC):
     description = "HDF5 file"  # how messages name the file, e.g. "region feature file"
 
     def __init__(self, path: str | os.PathLike):
@@ -32,8 +33,9 @@ class ReadOnlyHDF5:
             self.close()
             raise
 
+    @abstractmethod
     def _validate(self, h5: h5py.File) -> None:
-        raise NotImplementedError
+        """Check the file's layout; raise InputError naming what is wrong."""
 
     def _h5(self) -> h5py.File:
         if self._file is None:

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..io import InputError
+from ..io import InputError, json_field
 
 SPLITS = ("train", "restval", "val", "test")
 
@@ -40,42 +40,34 @@ class KarpathyImage:
         return f"{self.filepath}/{self.filename}" if self.filepath else self.filename
 
 
-def _field(entry: dict, key: str, kind: type | tuple, path: Path, where: str):
-    if key not in entry:
-        raise InputError(f"{path}: {where} is missing field '{key}'")
-    value = entry[key]
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise InputError(f"{path}: {where}.{key} has the wrong type ({type(value).__name__})")
-    return value
-
 
 def _sentence(entry: object, path: Path, where: str) -> KarpathySentence:
     if not isinstance(entry, dict):
         raise InputError(f"{path}: {where} must be an object")
-    tokens = _field(entry, "tokens", list, path, where)
+    tokens = json_field(entry, "tokens", list, path, where)
     if not all(isinstance(t, str) for t in tokens):
         raise InputError(f"{path}: {where}.tokens must be a list of strings")
-    return KarpathySentence(sentid=_field(entry, "sentid", int, path, where), tokens=list(tokens),
-                            raw=_field(entry, "raw", str, path, where))
+    return KarpathySentence(sentid=json_field(entry, "sentid", int, path, where), tokens=list(tokens),
+                            raw=json_field(entry, "raw", str, path, where))
 
 
 def _image(entry: object, path: Path, where: str, restval_to_train: bool) -> KarpathyImage:
     if not isinstance(entry, dict):
         raise InputError(f"{path}: {where} must be an object")
-    imgid = _field(entry, "imgid", int, path, where)
-    split = _field(entry, "split", str, path, where)
+    imgid = json_field(entry, "imgid", int, path, where)
+    split = json_field(entry, "split", str, path, where)
     if split not in SPLITS:
         raise InputError(f"{path}: {where}.split is {split!r}, expected one of {', '.join(SPLITS)}")
     if split == "restval" and restval_to_train:
         split = "train"
-    image_id = _field(entry, "cocoid", int, path, where) if "cocoid" in entry else imgid
-    filepath = _field(entry, "filepath", str, path, where) if "filepath" in entry else None
-    raw_sentences = _field(entry, "sentences", list, path, where)
+    image_id = json_field(entry, "cocoid", int, path, where) if "cocoid" in entry else imgid
+    filepath = json_field(entry, "filepath", str, path, where, required=False)
+    raw_sentences = json_field(entry, "sentences", list, path, where)
     sentences = [_sentence(s, path, f"{where}.sentences[{k}]") for k, s in enumerate(raw_sentences)]
     if not sentences:
         raise InputError(f"{path}: {where} has no sentences")
     return KarpathyImage(image_id=image_id, imgid=imgid, split=split, filepath=filepath,
-                         filename=_field(entry, "filename", str, path, where), sentences=sentences)
+                         filename=json_field(entry, "filename", str, path, where), sentences=sentences)
 
 
 def read_karpathy(path: str | Path, restval_to_train: bool = True) -> list[KarpathyImage]:
@@ -89,7 +81,7 @@ def read_karpathy(path: str | Path, restval_to_train: bool = True) -> list[Karpa
         raise InputError(f"{path}: not valid JSON ({err})") from None
     if not isinstance(data, dict):
         raise InputError(f"{path}: top level must be an object with field 'images'")
-    entries = _field(data, "images", list, path, "top level")
+    entries = json_field(data, "images", list, path, "top level")
     images = [_image(e, path, f"images[{k}]", restval_to_train) for k, e in enumerate(entries)]
     seen: set[int] = set()
     for im in images:

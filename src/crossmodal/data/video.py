@@ -57,7 +57,7 @@ from typing import Iterable, Mapping, Sequence
 import h5py
 import numpy as np
 
-from ..io import InputError, atomic_path, read_json, write_json
+from ..io import InputError, atomic_path, json_field, read_json, write_json
 from .hdf5 import ReadOnlyHDF5, one_line
 
 SPLITS = ("train", "val", "test")
@@ -181,17 +181,6 @@ def _object_list(data: object, key: str, path: Path) -> list[dict]:
     return entries
 
 
-def _typed(entry: dict, key: str, kind: type, path: Path, where: str, required: bool = True):
-    if key not in entry:
-        if required:
-            raise InputError(f"{path}: {where} is missing field '{key}'")
-        return None
-    value = entry[key]
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise InputError(f"{path}: {where}.{key} has the wrong type ({type(value).__name__})")
-    return value
-
-
 def read_msrvtt(paths: str | Path | Sequence[str | Path]) -> dict[str, VideoCaptions]:
     """Videos of one or more `videodatainfo` files merged, splits named train/val/test, natural id order."""
     paths = [Path(paths)] if isinstance(paths, (str, os.PathLike)) else [Path(p) for p in paths]
@@ -203,28 +192,28 @@ def read_msrvtt(paths: str | Path | Sequence[str | Path]) -> dict[str, VideoCapt
     for path, data in loaded:
         for k, video in enumerate(_object_list(data, "videos", path)):
             where = f"videos[{k}]"
-            video_id = _typed(video, "video_id", str, path, where)
-            split = _typed(video, "split", str, path, where)
+            video_id = json_field(video, "video_id", str, path, where)
+            split = json_field(video, "split", str, path, where)
             if split not in MSRVTT_SPLIT_NAMES:
                 raise InputError(f"{path}: {where}.split is {split!r}, expected one of {', '.join(MSRVTT_SPLIT_NAMES)}")
             if video_id in splits:
                 raise InputError(f"{path}: {where} repeats video {video_id}")
-            _typed(video, "id", int, path, where, required=False)
+            json_field(video, "id", int, path, where, required=False)
             splits[video_id] = MSRVTT_SPLIT_NAMES[split]
-            categories[video_id] = _typed(video, "category", int, path, where, required=False)
+            categories[video_id] = json_field(video, "category", int, path, where, required=False)
     captions: dict[str, list[str]] = {video_id: [] for video_id in splits}
     for path, data in loaded:
         sentence_ids: set[int] = set()
         for k, sentence in enumerate(_object_list(data, "sentences", path)):
             where = f"sentences[{k}]"
-            sen_id = _typed(sentence, "sen_id", int, path, where)
+            sen_id = json_field(sentence, "sen_id", int, path, where)
             if sen_id in sentence_ids:
                 raise InputError(f"{path}: {where} repeats sen_id {sen_id}")
             sentence_ids.add(sen_id)
-            video_id = _typed(sentence, "video_id", str, path, where)
+            video_id = json_field(sentence, "video_id", str, path, where)
             if video_id not in captions:
                 raise InputError(f"{path}: {where} refers to video {video_id}, which no given file lists")
-            captions[video_id].append(_typed(sentence, "caption", str, path, where).strip())
+            captions[video_id].append(json_field(sentence, "caption", str, path, where).strip())
     return {v: VideoCaptions(splits[v], tuple(captions[v]), categories[v]) for v in sorted(splits, key=_natural_key)}
 
 
@@ -271,13 +260,13 @@ def read_video_captions(path: str | Path) -> tuple[str, dict[str, VideoCaptions]
         where = f"videos[{video_id!r}]"
         if not isinstance(entry, dict):
             raise InputError(f"{path}: {where} must be an object")
-        split = _typed(entry, "split", str, path, where)
+        split = json_field(entry, "split", str, path, where)
         if split not in SPLITS:
             raise InputError(f"{path}: {where}.split is {split!r}, expected one of {', '.join(SPLITS)}")
-        captions = _typed(entry, "captions", list, path, where)
+        captions = json_field(entry, "captions", list, path, where)
         if not all(isinstance(c, str) for c in captions):
             raise InputError(f"{path}: {where}.captions must be a list of strings")
-        videos[video_id] = VideoCaptions(split, tuple(captions), _typed(entry, "category", int, path, where, required=False))
+        videos[video_id] = VideoCaptions(split, tuple(captions), json_field(entry, "category", int, path, where, required=False))
     return data["dataset"], videos
 
 

@@ -62,7 +62,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Collection, Iterable, Sequence
 
-from ..io import InputError, read_json
+from ..io import InputError, json_field, read_json
 
 ANSWERS_PER_QUESTION = 10
 ANSWER_TYPES = ("yes/no", "number", "other")
@@ -187,41 +187,28 @@ class VqaQuestion:
     annotation: VqaAnnotation | None = None
 
 
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _field(entry: dict, key: str, kind: type, path: Path, where: str):
-    if key not in entry:
-        raise InputError(f"{path}: {where} is missing field '{key}'")
-    value = entry[key]
-    if not (_is_int(value) if kind is int else isinstance(value, kind)):
-        raise InputError(f"{path}: {where}.{key} has the wrong type ({type(value).__name__})")
-    return value
-
-
 def _load(path: str | Path, list_key: str) -> tuple[Path, dict, list]:
     data = read_json(path)
     if not isinstance(data, dict):
         raise InputError(f"{path}: top level must be an object with field '{list_key}'")
-    return Path(path), data, _field(data, list_key, list, Path(path), "top level")
+    return Path(path), data, json_field(data, list_key, list, Path(path), "top level")
 
 
 def _question(entry: object, path: Path, where: str) -> VqaQuestion:
     if not isinstance(entry, dict):
         raise InputError(f"{path}: {where} must be an object")
-    return VqaQuestion(question_id=_field(entry, "question_id", int, path, where),
-                       image_id=_field(entry, "image_id", int, path, where),
-                       question=_field(entry, "question", str, path, where))
+    return VqaQuestion(question_id=json_field(entry, "question_id", int, path, where),
+                       image_id=json_field(entry, "image_id", int, path, where),
+                       question=json_field(entry, "question", str, path, where))
 
 
 def _annotation(entry: object, path: Path, where: str) -> VqaAnnotation:
     if not isinstance(entry, dict):
         raise InputError(f"{path}: {where} must be an object")
-    answer_type = _field(entry, "answer_type", str, path, where)
+    answer_type = json_field(entry, "answer_type", str, path, where)
     if answer_type not in ANSWER_TYPES:
         raise InputError(f"{path}: {where}.answer_type is {answer_type!r}, expected one of {', '.join(ANSWER_TYPES)}")
-    raw_answers = _field(entry, "answers", list, path, where)
+    raw_answers = json_field(entry, "answers", list, path, where)
     if len(raw_answers) != ANSWERS_PER_QUESTION:
         raise InputError(f"{path}: {where}.answers has {len(raw_answers)} entries, expected {ANSWERS_PER_QUESTION}")
     answers, confidences, answer_ids = [], [], set()
@@ -229,17 +216,17 @@ def _annotation(entry: object, path: Path, where: str) -> VqaAnnotation:
         at = f"{where}.answers[{k}]"
         if not isinstance(raw, dict):
             raise InputError(f"{path}: {at} must be an object")
-        answers.append(_field(raw, "answer", str, path, at))
-        confidences.append(_field(raw, "answer_confidence", str, path, at))
-        answer_id = _field(raw, "answer_id", int, path, at)
+        answers.append(json_field(raw, "answer", str, path, at))
+        confidences.append(json_field(raw, "answer_confidence", str, path, at))
+        answer_id = json_field(raw, "answer_id", int, path, at)
         if answer_id in answer_ids:
             raise InputError(f"{path}: {at}.answer_id {answer_id} appears twice in the question")
         answer_ids.add(answer_id)
-    return VqaAnnotation(question_id=_field(entry, "question_id", int, path, where),
-                         image_id=_field(entry, "image_id", int, path, where),
-                         question_type=_field(entry, "question_type", str, path, where),
+    return VqaAnnotation(question_id=json_field(entry, "question_id", int, path, where),
+                         image_id=json_field(entry, "image_id", int, path, where),
+                         question_type=json_field(entry, "question_type", str, path, where),
                          answer_type=answer_type,
-                         multiple_choice_answer=_field(entry, "multiple_choice_answer", str, path, where),
+                         multiple_choice_answer=json_field(entry, "multiple_choice_answer", str, path, where),
                          answers=tuple(answers), answer_confidences=tuple(confidences))
 
 
