@@ -49,9 +49,10 @@ class FullLength:
 
     def __init__(self, model):
         self.model = model
+        self.INPUTS = model.INPUTS
 
-    def encode(self, feats, mask):
-        return self.model.encode(feats, mask)
+    def encode(self, inputs):
+        return self.model.encode(inputs)
 
     def init_state(self, encoded, batch_size):
         return self.model.init_state(encoded, batch_size)
@@ -64,7 +65,9 @@ class FullLength:
 
 
 def measure(name: str, repeats: int) -> dict:
-    from crossmodal.config import VariantConfig
+    from types import SimpleNamespace
+
+    from crossmodal.data.inputs import Padded
     from crossmodal.decoding.search import beam_search
     from crossmodal.models.registry import build_model
     from crossmodal.training.xe import sequence_loss
@@ -72,15 +75,16 @@ def measure(name: str, repeats: int) -> dict:
     torch.set_num_threads(int(os.environ.get("CROSSMODAL_THREADS", 2)))
     torch.manual_seed(0)
     model_name, args, images, _ = PAPER_SIZES[name]
-    model = build_model(name, VariantConfig(model=model_name, model_args=args), VOCAB, FEATURE_DIM)
+    model = build_model(name, SimpleNamespace(model=model_name, model_args=args), VOCAB, {"regions": FEATURE_DIM})
     counts = torch.randint(MIN_REGIONS, MAX_REGIONS + 1, (images,))
     mask = torch.arange(MAX_REGIONS)[None] < counts[:, None]
     feats = torch.randn(images, MAX_REGIONS, FEATURE_DIM).relu() * mask[..., None]
+    inputs = {"regions": Padded(feats, mask)}
     targets = torch.randint(4, VOCAB, (images * CAPTIONS, WORDS))
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
 
     def train_step() -> None:
-        loss = sequence_loss(model(feats, mask, targets, CAPTIONS), targets, 0.2)
+        loss = sequence_loss(model(inputs, targets, CAPTIONS), targets, 0.2)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
@@ -94,10 +98,11 @@ def measure(name: str, repeats: int) -> dict:
             times.append(time.perf_counter() - start)
     model.eval()
     decode_images = min(images, 10)
+    decode_inputs = {"regions": Padded(feats[:decode_images], mask[:decode_images])}
     decode_times = []
     for i in range(repeats + 1):  # the first call warms up
         start = time.perf_counter()
-        seqs, _ = beam_search(FullLength(model), feats[:decode_images], mask[:decode_images], 3, WORDS)
+        seqs, _ = beam_search(FullLength(model), decode_inputs, 3, WORDS)
         if i:
             decode_times.append(time.perf_counter() - start)
     decode_seconds = statistics.median(decode_times)

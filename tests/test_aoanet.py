@@ -4,11 +4,11 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from captioning_checks import assert_beam_one_is_greedy, assert_learns_tiny_task
+from captioning_checks import assert_beam_one_is_greedy, assert_learns_tiny_task, region_inputs
 
 from crossmodal.decoding.search import beam_search
 from crossmodal.models.aoanet import AoANet, AoANetArgs
-from crossmodal.modules.aoa import AoARefiner, AttentionOnAttention, MultiHeadAttention
+from crossmodal.modules.aoa import AoARefiner, AttentionOnAttention, aoa_attention
 
 MASK = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 0, 0, 0], [1, 0, 0, 0, 0]], dtype=torch.bool)
 
@@ -52,7 +52,7 @@ def test_aoa_is_equation_1_with_information_first_and_gate_second():
 
 def test_multi_head_attention_matches_per_head_loop_and_masks_padding():
     torch.manual_seed(0)
-    att = MultiHeadAttention(6, 2)
+    att = aoa_attention(6, 2)
     x, query = torch.randn(3, 5, 6), torch.randn(3, 4, 6)
     out, weights = att(query, *att.project_kv(x), MASK)
     expected_out, expected_weights = _direct_attention(att, query, x, MASK)
@@ -96,7 +96,7 @@ def _aoanet(vocab=7, feature_dim=6, pre_norm=False):
     args = AoANetArgs(embed_dim=16, hidden_dim=16, heads=2, refiner_layers=2, pre_norm=pre_norm, dropout=0.0,
                       feature_dropout=0.0, ctx_dropout=0.0, attention_dropout=0.0, aoa_dropout=0.0,
                       residual_dropout=0.0)
-    return AoANet(args, vocab, feature_dim)
+    return AoANet(args, vocab, {"regions": feature_dim})
 
 
 def test_decoder_step_follows_equations_6_to_8():
@@ -105,7 +105,7 @@ def test_decoder_step_follows_equations_6_to_8():
     feats, words = torch.randn(3, 5, 6), torch.tensor([4, 5, 6])
     h, m, ctx = torch.randn(3, 16), torch.randn(3, 16), torch.randn(3, 16)
     with torch.no_grad():
-        logprobs, (h1, m1, ctx1) = model.step(words, (h, m, ctx), model.encode(feats, MASK))
+        logprobs, (h1, m1, ctx1) = model.step(words, (h, m, ctx), model.encode(region_inputs(feats, MASK)))
         regions = model.refiner(model.feature_embed(feats), MASK)
         mean = torch.stack([regions[b, MASK[b]].mean(0) for b in range(3)])
         x = torch.cat([model.word_embed(words), mean + ctx], 1)  # eq. 6
@@ -123,13 +123,13 @@ def test_padded_regions_get_no_weight_and_no_gradient(pre_norm):
     model = _aoanet(pre_norm=pre_norm).eval()
     feats = torch.randn(3, 5, 6, requires_grad=True)
     targets = torch.tensor([[4, 5, 6], [5, 4, 0], [6, 0, 0]])
-    out = model(feats, MASK, targets)
+    out = model(region_inputs(feats, MASK), targets)
     assert torch.isfinite(out).all()
     out[:, :, 4].sum().backward()
     assert torch.all(feats.grad[~MASK] == 0) and torch.all(feats.grad[MASK].abs().sum(-1) > 0)
     altered = feats.detach().clone()
     altered[~MASK] = 1e3  # garbage in padded rows must not change anything
-    torch.testing.assert_close(model(altered, MASK, targets), out.detach())
+    torch.testing.assert_close(model(region_inputs(altered, MASK), targets), out.detach())
 
 
 def test_aoanet_learns_a_tiny_captioning_task():
@@ -141,9 +141,9 @@ def test_beam_search_with_one_beam_is_greedy_and_rows_are_independent():
     torch.manual_seed(0)
     model = _aoanet(vocab=12).eval()
     feats = torch.randn(3, 5, 6)
-    assert_beam_one_is_greedy(model, feats, MASK)
-    seqs, scores = beam_search(model, feats, MASK, beam_size=3, max_length=6)
+    assert_beam_one_is_greedy(model, region_inputs(feats, MASK))
+    seqs, scores = beam_search(model, region_inputs(feats, MASK), beam_size=3, max_length=6)
     for b in range(3):  # beams of one image never read another image's encoded rows
-        alone, alone_score = beam_search(model, feats[b:b + 1], MASK[b:b + 1], beam_size=3, max_length=6)
+        alone, alone_score = beam_search(model, region_inputs(feats[b:b + 1], MASK[b:b + 1]), beam_size=3, max_length=6)
         assert torch.equal(seqs[b:b + 1], alone)
         torch.testing.assert_close(scores[b:b + 1], alone_score)

@@ -1,20 +1,22 @@
-"""params.yaml validation: every mistake is one line naming the key, and the CLI exits non-zero."""
+"""params.yaml validation and derivation: every mistake is one line naming the key, the CLI exits non-zero, and a
+derived entry (`of:`) resolves to its base with only its own knobs changed, under both profiles."""
 from pathlib import Path
 
 import pytest
 import yaml
 
 from crossmodal import cli
-from crossmodal.config import Config, TrainConfig, build, load
+from crossmodal.config import Config, TrainConfig, apply_profile, build, load
 from crossmodal.io import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
+BASE = {"model": "updown", "vocabulary": "min5", "train": {"epochs": 4, "lr": 0.001}}
 
 
 def test_repository_params_load():
     cfg = load(ROOT / "params.yaml")
-    assert "updown" in cfg.variants
-    assert cfg.variants["updown"].train.schedule in ("step", "noam")
+    assert cfg.systems()["updown"].train.schedule in ("step", "noam")
+    assert cfg.where("xlan_enc1") == "xlan.systems.xlan_enc1" and cfg.stage("xlan") == "pipelines/xlan/dvc.yaml:xlan"
 
 
 @pytest.mark.parametrize(
@@ -22,18 +24,42 @@ def test_repository_params_load():
     [
         ({"world": {"imagez": {}}}, "unknown key 'world.imagez' (did you mean 'images'?)"),
         ({"world": {"images": {"train": "many"}}}, "'world.images.train' must be an integer"),
-        ({"variants": {"a": {"model_args": {}}}}, "'variants.a' is missing required key 'model'"),
-        ({"variants": {"a": {"model": "updown", "train": {"schedule": "cosine"}}}}, "schedule must be step, noam"),
+        ({"xlan": {"systems": {"a": {"model_args": {}}}}}, "'xlan.systems.a': a cross-entropy system needs `model`"),
+        ({"xlan": {"systems": {"a": {**BASE, "train": {"schedule": "cosine"}}}}}, "schedule must be step, noam"),
+        ({"xlan": {"systems": {"a": {**BASE, "train": {"epocs": 2}}}}},
+         "unknown key 'xlan.systems.a.train.epocs' (did you mean 'epochs'?)"),
         ({"vocabularies": {"v": {"max_length": 1.5}}}, "'vocabularies.v.max_length' must be an integer"),
-        ({"variants": {"a": {"model": "updown", "vocabulary": "min9"}}}, "'variants.a.vocabulary' is 'min9'"),
+        ({"xlan": {"systems": {"a": {**BASE, "vocabulary": "min9"}}}}, "'xlan.systems.a.vocabulary' is 'min9'"),
+        ({"xlan": {"systems": {"a": BASE, "b": {"of": "aa"}}}}, "'xlan.systems.b.of' is 'aa', not a system (did you mean 'a'?)"),
+        ({"xlan": {"systems": {"a": {"of": "b"}, "b": {"of": "a"}}}}, "derives from itself"),
+        ({"xlan": {"systems": {"a": BASE}}, "aoanet": {"systems": {"a": BASE}}}, "reuses the name"),
+        ({"xlan": {"systems": {"a": BASE, "s": {"objective": "scst", "init": "a", "model": "xlan"}}}},
+         "'xlan.systems.s.model': an scst system uses the model of its init"),
+        ({"xlan": {"systems": {"a": BASE, "s": {"objective": "scst", "init": "zz"}}}}, "'xlan.systems.s.init' is 'zz'"),
+        ({"xlan": {"systemz": {}}}, "unknown key 'xlan.systemz' (did you mean 'systems'?)"),
         ({"profile": "coco"}, "profile must be one of synthetic, real"),
     ],
 )
 def test_bad_params_name_the_key(data, message):
     with pytest.raises(InputError) as err:
-        build(Config, data)
+        build(Config, {"vocabularies": {"min5": {}}, **data})
     assert message in str(err.value)
     assert "\n" not in str(err.value)
+
+
+def test_a_derived_entry_changes_only_its_own_knobs():
+    cfg = build(Config, {"vocabularies": {"min5": {}}, "xlan": {"systems": {
+        "b": {"of": "a", "model_args": {"blocks": 2}, "train": {"seed": 3}},  # order does not matter
+        "a": {**BASE, "model_args": {"blocks": 0, "dim": 8}},
+        "c": {"of": "b", "model": "xlan", "model_args": {"heads": 2}},  # another model: a's args do not pass on
+        "s": {"objective": "scst", "init": "b", "train": {"lr": 1e-5}},
+        "t": {"of": "s", "init": "c"},
+    }}})
+    a, b, c, s, t = (cfg.systems()[k] for k in "abcst")
+    assert b.model_args == {"blocks": 2, "dim": 8} and (b.train.seed, b.train.epochs, b.train.lr) == (3, 4, 0.001)
+    assert a.train.seed == 0 and c.model_args == {"heads": 2} and c.train.seed == 3
+    assert cfg.chain("c") == ["c", "b", "a"] and cfg.model_of("t") == c and cfg.model_of("s") == b
+    assert (t.objective, t.init, t.train.lr) == ("scst", "c", 1e-5)
 
 
 def test_tuple_and_float_fields_are_converted():
@@ -43,12 +69,12 @@ def test_tuple_and_float_fields_are_converted():
 
 def test_cli_reports_mistyped_key_and_exits_nonzero(tmp_path, capsys):
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
-    params["variants"]["updown"]["train"]["epocs"] = 3
+    params["baselines"]["systems"]["updown"]["train"]["epocs"] = 3
     path = tmp_path / "params.yaml"
     path.write_text(yaml.safe_dump(params))
     assert cli.main(["--params", str(path), "prepro-captions"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == "error: params.yaml: unknown key 'variants.updown.train.epocs' (did you mean 'epochs'?)"
+    assert err == "error: params.yaml: unknown key 'baselines.systems.updown.train.epocs' (did you mean 'epochs'?)"
 
 
 def _with_profile(tmp_path, profile):
@@ -60,20 +86,24 @@ def _with_profile(tmp_path, profile):
 
 
 def test_one_switch_turns_every_paper_block_on(tmp_path):
-    synthetic, real = _with_profile(tmp_path, "synthetic"), _with_profile(tmp_path, "real")
-    assert synthetic.variants["xlan"].model_args["hidden_dim"] == 128 and synthetic.variants["xlan"].train.epochs == 10
-    xlan = real.variants["xlan"]
+    synthetic, real = _with_profile(tmp_path, "synthetic").systems(), _with_profile(tmp_path, "real")
+    assert synthetic["xlan"].model_args["hidden_dim"] == 128 and synthetic["xlan"].train.epochs == 10
+    xlan = real.systems()["xlan"]
     assert xlan.model_args["hidden_dim"] == 1024 and xlan.model_args["encoder_blocks"] == 4  # merged, not replaced
+    assert xlan.model_args["activation"] == "celu"  # the rung's own knob holds at paper scale too
     assert (xlan.train.schedule, xlan.train.warmup_steps, xlan.train.batch_size, xlan.train.epochs) == ("noam", 10000, 40, 70)
     assert xlan.train.seed == 0 and xlan.vocabulary == "min6"  # values without a paper override are kept
-    assert real.scst["xlan_scst"].train.lr == 1e-5 and real.trained()["xlan_scst_seed1"].train.lr == 1e-5
-    assert real.variants["aoanet"].train.lr == 2e-4 and real.variants["aoanet"].vocabulary == "min5"
-    assert real.compute.lazy_features and not synthetic.compute.lazy_features
-    assert set(real.variants) == set(synthetic.variants)
+    assert real.systems()["xlan_scst"].train.lr == 1e-5 and real.systems()["xlan_scst_seed1"].train.lr == 1e-5
+    assert real.systems()["xlan_scst_seed1"].train.seed == 1
+    assert real.systems()["aoanet"].train.lr == 2e-4 and real.systems()["aoanet"].vocabulary == "min5"
+    assert real.systems()["showtell"].train.epochs == 30 and synthetic["showtell"].train.epochs == 20
+    assert real.systems()["xtransformer"].train.noam_model_size == 768
+    assert real.runtime.lazy_features and not _with_profile(tmp_path, "synthetic").runtime.lazy_features
+    assert set(real.systems()) == set(synthetic)
 
 
 def test_a_paper_block_must_be_a_mapping():
-    from crossmodal.config import apply_profile
-
-    with pytest.raises(InputError, match="'variants.x.paper' must be a mapping"):
-        apply_profile({"variants": {"x": {"paper": [1]}}}, real=True)
+    with pytest.raises(InputError, match="'runtime.paper' must be a mapping"):
+        apply_profile({"runtime": {"paper": [1]}}, real=True)
+    with pytest.raises(InputError, match="'xlan.systems.a.paper' must be a mapping"):
+        build(Config, {"vocabularies": {"min5": {}}, "xlan": {"systems": {"a": {**BASE, "paper": [1]}}}})

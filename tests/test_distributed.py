@@ -27,7 +27,8 @@ from crossmodal.data.regions import write_region_file
 from crossmodal.io import InputError
 from crossmodal.training import distributed
 from crossmodal.training.scst import self_critical_loss
-from crossmodal.training.xe import Trainer, caption_batch, sequence_loss
+from crossmodal.training.trainer import Trainer
+from crossmodal.training.xe import caption_batch, sequence_loss
 
 ROOT = Path(__file__).resolve().parents[1]
 TOLERANCE = 1e-7  # max |parameter difference| between 1 and 2 processes (measured 1.5e-8: see distributed.py)
@@ -37,8 +38,7 @@ UPDOWN = {"model_args": {"embed_dim": 16, "hidden_dim": 16, "att_hidden_dim": 16
 
 
 def _env() -> dict:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "CROSSMODAL_PROGRESS": "0", "OMP_NUM_THREADS": "1",
-           "CROSSMODAL_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "CROSSMODAL_PROGRESS": "0", "OMP_NUM_THREADS": "1"}
     env.pop("DVC_ROOT", None)
     return env
 
@@ -51,9 +51,10 @@ def crossmodal(repo: Path, *args: str, check: bool = True) -> subprocess.Complet
     return proc
 
 
-def write_params(repo: Path, name: str, compute: dict) -> Path:
+def write_params(repo: Path, name: str, compute: dict, runtime: dict | None = None) -> Path:
     params = yaml.safe_load((repo / "params.yaml").read_text())
     params["compute"] = {**params.get("compute", {}), **compute}
+    params["runtime"] = {**params.get("runtime", {}), **(runtime or {})}
     (repo / name).write_text(yaml.safe_dump(params, sort_keys=False))
     return repo / name
 
@@ -65,14 +66,17 @@ def repo(tmp_path_factory) -> Path:
     repo = tmp_path_factory.mktemp("distributed")
     shutil.copy(ROOT / "dvc.yaml", repo / "dvc.yaml")
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
-    base, scst = params["variants"]["updown"], params["scst"]["updown_scst"]
+    base, scst = params["baselines"]["systems"]["updown"], params["baselines"]["systems"]["updown_scst"]
     params["world"]["images"] = {"train": 41, "val": 8, "test": 8}
     params["world"]["image_size"] = 48
     params["evaluation"]["beam_size"] = 2
-    params["variants"] = {"tiny": {**base, "model_args": UPDOWN["model_args"], "train": UPDOWN["train"]}}
-    params["scst"] = {"tiny_scst": {**scst, "init": "tiny",
-                                    "train": {"epochs": 1, "batch_size": 10, "lr": 1e-3, "samples_per_image": 2}}}
-    params.update(reseeds={}, scst_reseeds={}, ensembles={})
+    params["runtime"]["threads"] = 1
+    for paper in ("aoanet", "xlan", "eta"):
+        params.pop(paper)
+    params["baselines"] = {"systems": {
+        "tiny": {**base, "model_args": UPDOWN["model_args"], "train": UPDOWN["train"]},
+        "tiny_scst": {**scst, "init": "tiny", "train": {"epochs": 1, "batch_size": 10, "lr": 1e-3,
+                                                        "samples_per_image": 2}}}}
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     crossmodal(repo, "synthesize")
     crossmodal(repo, "prepro-captions")
@@ -84,9 +88,9 @@ def repo(tmp_path_factory) -> Path:
     return repo
 
 
-def train_in_process(repo: Path, name: str, **compute) -> tuple[dict, dict, dict]:
+def train_in_process(repo: Path, name: str, **runtime) -> tuple[dict, dict, dict]:
     """One process, in this interpreter: the final metrics, the (best) weights and the last checkpoint."""
-    cfg = config.load(write_params(repo, "params_single.yaml", compute))
+    cfg = config.load(write_params(repo, "params_single.yaml", {}, runtime))
     shutil.rmtree(repo / paths.CHECKPOINTS, ignore_errors=True)
     trainer = Trainer(cfg, name, repo, progress=False)
     result = trainer.run()
@@ -95,9 +99,9 @@ def train_in_process(repo: Path, name: str, **compute) -> tuple[dict, dict, dict
 
 @pytest.fixture(scope="module")
 def two_processes(repo) -> dict:
-    """`train --variant tiny` with compute.processes 2 (gloo, lazy features): the stage relaunches under torchrun."""
-    params = write_params(repo, "params_ddp.yaml", {"processes": 2, "lazy_features": True})
-    crossmodal(repo, "--params", params.name, "train", "--variant", "tiny")
+    """`train --system tiny` with compute.processes 2 (gloo, lazy features): the stage relaunches under torchrun."""
+    params = write_params(repo, "params_ddp.yaml", {"processes": 2}, {"lazy_features": True})
+    crossmodal(repo, "--params", params.name, "train", "--system", "tiny")
     assert not list((repo / paths.CHECKPOINTS).rglob("*.pt"))  # rank 0 removed its finished checkpoint
     return json.loads((repo / paths.METRICS / "tiny.json").read_text())
 
@@ -132,7 +136,7 @@ def test_saved_model_and_checkpoint_hold_cpu_tensors(repo, two_processes, one_pr
 
 def test_scst_runs_in_two_processes(repo, two_processes):
     params = write_params(repo, "params_ddp.yaml", {"processes": 2})
-    crossmodal(repo, "--params", params.name, "train", "--variant", "tiny_scst")
+    crossmodal(repo, "--params", params.name, "train", "--system", "tiny_scst")
     metrics = json.loads((repo / paths.METRICS / "tiny_scst.json").read_text())
     (row,) = metrics["history"]
     assert metrics["objective"] == "scst" and np.isfinite(row["train_loss"]) and row["train_CIDEr_sample"] >= 0
@@ -182,7 +186,7 @@ def test_device_choice_and_the_cpu_only_checks(capsys):
     with pytest.raises(InputError, match="compute.device is cuda, but torch sees no CUDA device"):
         distributed.resolve_device(ComputeConfig(device="cuda"))
     with pytest.raises(InputError, match="nccl needs CUDA"):
-        distributed.launch(ComputeConfig(processes=2, backend="nccl"), ["train", "--variant", "x"])
+        distributed.launch(ComputeConfig(processes=2, backend="nccl"), ["train", "--system", "x"])
     precision = distributed.Precision(ComputeConfig(amp=True), torch.device("cpu"))
     assert precision.dtype is None and not precision.scaler.is_enabled()
     assert "compute.amp is ignored on the CPU" in capsys.readouterr().err
@@ -192,9 +196,9 @@ def test_the_stage_relaunches_itself_unless_torchrun_started_it(monkeypatch):
     for key in ("LOCAL_RANK", "WORLD_SIZE"):
         monkeypatch.delenv(key, raising=False)
     assert distributed.needs_launch(ComputeConfig(processes=2)) and not distributed.needs_launch(ComputeConfig())
-    assert distributed.launch_command(2, ["train", "--variant", "x"]) == [
+    assert distributed.launch_command(2, ["train", "--system", "x"]) == [
         sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "crossmodal",
-        "train", "--variant", "x"]
+        "train", "--system", "x"]
     monkeypatch.setenv("LOCAL_RANK", "0")
     monkeypatch.setenv("WORLD_SIZE", "2")
     assert not distributed.needs_launch(ComputeConfig(processes=2))
@@ -206,7 +210,7 @@ def test_a_failing_process_fails_the_stage(repo, two_processes):
     backup = model.read_bytes()
     try:
         model.unlink()
-        proc = crossmodal(repo, "--params", params.name, "train", "--variant", "tiny_scst", check=False)
+        proc = crossmodal(repo, "--params", params.name, "train", "--system", "tiny_scst", check=False)
     finally:
         model.write_bytes(backup)
     assert proc.returncode != 0 and "missing file" in proc.stderr

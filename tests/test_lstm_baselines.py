@@ -1,7 +1,7 @@
 """Show and Tell and Att2in: equations against direct computations, padding, learning, beam 1 = greedy."""
 import pytest
 import torch
-from captioning_checks import assert_beam_one_is_greedy, assert_learns_tiny_task
+from captioning_checks import assert_beam_one_is_greedy, assert_learns_tiny_task, region_inputs
 
 from crossmodal.models.att2in import Att2in
 from crossmodal.models.showtell import ShowTell
@@ -12,12 +12,12 @@ MASK = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 0, 0, 0]], dtype=torch.bool)
 
 
 def _showtell(dropout=0.0):
-    return ShowTell(ShowTell.Args(embed_dim=12, hidden_dim=16, dropout=dropout), VOCAB, FEAT)
+    return ShowTell(ShowTell.Args(embed_dim=12, hidden_dim=16, dropout=dropout), VOCAB, {"regions": FEAT})
 
 
 def _att2in(dropout=0.0):
     args = Att2in.Args(embed_dim=12, hidden_dim=16, att_hidden_dim=8, dropout=dropout, feature_dropout=dropout)
-    return Att2in(args, VOCAB, FEAT)
+    return Att2in(args, VOCAB, {"regions": FEAT})
 
 
 def test_att2in_step_matches_the_paper_equations():
@@ -28,7 +28,7 @@ def test_att2in_step_matches_the_paper_equations():
     feats[1, 2:] = 1e3  # padding
     words = torch.tensor([4, 5])
     h0, c0 = torch.randn(2, H), torch.randn(2, H)
-    logprobs, (h1, c1) = model.step(words, (h0, c0), model.encode(feats, MASK))
+    logprobs, (h1, c1) = model.step(words, (h0, c0), model.encode(region_inputs(feats, MASK)))
 
     lin, att = model.feature_embed[0], model.attention
     Wg, bg, WzI = model.gates.weight, model.gates.bias, model.context_to_candidate.weight
@@ -58,7 +58,7 @@ def test_showtell_image_enters_only_before_bos():
     torch.manual_seed(0)
     model = _showtell().eval()
     feats = torch.randn(2, 5, FEAT)
-    encoded = model.encode(feats, MASK)
+    encoded = model.encode(region_inputs(feats, MASK))
     image = model.image_embed(masked_mean(feats, MASK))
     zeros = torch.zeros(2, 16)
     for got, want in zip(model.init_state(encoded, 2), model.lstm(image, (zeros, zeros))):
@@ -76,19 +76,19 @@ def test_padded_regions_get_no_gradient_and_change_nothing(make):
     model = make().eval()
     feats = torch.randn(2, 5, FEAT, requires_grad=True)
     targets = torch.tensor([[4, 5, 6], [5, 4, 0]])
-    out = model(feats, MASK, targets)
+    out = model(region_inputs(feats, MASK), targets)
     out[:, :, 4].sum().backward()
     assert torch.all(feats.grad[1, 2:] == 0) and torch.any(feats.grad[1, :2] != 0)
     altered = feats.detach().clone()
     altered[1, 2:] = 1e3
-    torch.testing.assert_close(model(altered, MASK, targets), out.detach())
+    torch.testing.assert_close(model(region_inputs(altered, MASK), targets), out.detach())
 
 
 def test_att2in_padded_regions_get_no_attention():
     torch.manual_seed(0)
     model = _att2in().eval()
-    regions, mask, keys = model.encode(torch.randn(2, 5, FEAT), MASK)
-    _, weights = model.attention(torch.randn(2, 16), regions, mask, keys)
+    embedded, mask, keys = model.encode(region_inputs(torch.randn(2, 5, FEAT), MASK))
+    _, weights = model.attention(torch.randn(2, 16), embedded, mask, keys)
     assert torch.all(weights[1, 2:] == 0) and torch.all(weights[1, :2] > 0)
 
 
@@ -103,4 +103,4 @@ def test_beam_one_equals_greedy(make):
     torch.manual_seed(0)
     model = make().eval()
     feats = torch.randn(3, 5, FEAT)
-    assert_beam_one_is_greedy(model, feats, torch.cat([MASK, torch.ones(1, 5, dtype=torch.bool)]))
+    assert_beam_one_is_greedy(model, region_inputs(feats, torch.cat([MASK, torch.ones(1, 5, dtype=torch.bool)])))

@@ -1,8 +1,10 @@
 """End to end: the whole pipeline with `dvc repro` on a tiny profile in a temporary copy of the repository.
 
-One module-scoped `dvc repro` feeds every test here: outputs and tables exist and carry numbers, a second
-repro does nothing, a changed variant param reruns only that training and the tables, training resumed
-after a crash reaches the same metrics, and bad input fails with one line and a non-zero status.
+One module-scoped `dvc repro` feeds every test here (and pytest-xdist keeps the module on one worker): outputs
+and tables exist and carry numbers; every stage ran exactly the code it depends on (an import trace of each stage
+process against its dvc.yaml deps); a second repro does nothing; a new model file, a runtime param or a
+changed model file rerun exactly what they should; training resumed after a crash reaches the same metrics;
+queued experiments land in MLflow; and bad input fails with one line and a non-zero status.
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
+TRACE_HOOK = Path(__file__).resolve().parent / "import_trace"
 
 TINY = {
     "world": {"images": {"train": 60, "val": 12, "test": 12}, "image_size": 64},
@@ -31,19 +34,22 @@ TINY = {
 TINY_UPDOWN_ARGS = {"embed_dim": 32, "hidden_dim": 32, "att_hidden_dim": 32}
 TINY_UPDOWN_TRAIN = {"epochs": 6, "batch_size": 10, "lr": 0.01, "step_size": 100}
 TINY_SCST_TRAIN = {"epochs": 2, "batch_size": 10, "lr": 0.001}
+SEEDS = [f"updown_seed{k}" for k in (1, 2, 3)]
+UPDOWN_FAMILY = ["updown", *SEEDS, "updown_scst", "updown_ensemble"]  # the systems whose network is Up-Down's
 
 
 def _env(repo: Path) -> dict:
     env = dict(os.environ)
     env["PATH"] = f"{BIN}{os.pathsep}{env['PATH']}"
-    env["PYTHONPATH"] = str(repo / "src")
+    env["PYTHONPATH"] = f"{repo / 'src'}{os.pathsep}{TRACE_HOOK}"
     env["CROSSMODAL_PROGRESS"] = "0"
     env.pop("DVC_ROOT", None)
     return env
 
 
-def run(repo: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    proc = subprocess.run(list(args), cwd=repo, env=_env(repo), capture_output=True, text=True, timeout=600)
+def run(repo: Path, *args: str, check: bool = True, trace: Path | None = None) -> subprocess.CompletedProcess:
+    env = _env(repo) if trace is None else {**_env(repo), "CROSSMODAL_IMPORT_TRACE": str(trace)}
+    proc = subprocess.run(list(args), cwd=repo, env=env, capture_output=True, text=True, timeout=600)
     if check and proc.returncode != 0:
         raise AssertionError(f"{' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     return proc
@@ -66,7 +72,7 @@ def set_params(repo: Path, override: dict) -> None:
 def copy_pipeline(repo: Path) -> Path:
     """The pipeline's code, stages, params and DVC config in a fresh directory (no data, no results)."""
     repo.mkdir(parents=True)
-    for name in ("src", "dvc.yaml", "params.yaml", ".dvcignore", ".gitignore"):
+    for name in ("src", "dvc.yaml", "pipelines", "params.yaml", ".dvcignore", ".gitignore"):
         src = ROOT / name
         (shutil.copytree if src.is_dir() else shutil.copy)(src, repo / name)
     (repo / ".dvc").mkdir()
@@ -80,23 +86,73 @@ def commit_all(repo: Path, message: str) -> None:
     run(repo, "git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", message)
 
 
+def tiny_params(params: dict) -> dict:
+    """Up-Down, three reseeded members, their ensemble, SCST continuing it and Att2in (which derives its recipe from
+    Up-Down's params but not its code), all tiny; the AoANet and X-LAN tables that show them."""
+    base = params["baselines"]["systems"]
+    systems = {
+        "att2in": _merge(base["att2in"], {"model_args": TINY_UPDOWN_ARGS, "train": {"epochs": 2}}),
+        "updown": _merge(base["updown"], {"model_args": TINY_UPDOWN_ARGS, "train": TINY_UPDOWN_TRAIN}),
+        **{name: {"of": "updown", "train": {"seed": k, "epochs": 2}} for k, name in enumerate(SEEDS, 1)},
+        "updown_scst": _merge(base["updown_scst"], {"train": TINY_SCST_TRAIN}),
+    }
+    params["baselines"] = {"systems": systems, "ensembles": {"updown_ensemble": {"members": ["updown", *SEEDS]}}}
+    params["aoanet"] = {"tables": params["aoanet"]["tables"]}
+    params["xlan"] = {"tables": ["xlan_table3"]}
+    params.pop("eta")
+    return _merge(params, TINY)
+
+
 @pytest.fixture(scope="module")
-def repo(tmp_path_factory) -> Path:
+def traces(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("import-trace")
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory, traces) -> Path:
     repo = copy_pipeline(tmp_path_factory.mktemp("pipeline") / "repo")
-    params = yaml.safe_load((repo / "params.yaml").read_text())
-    params["variants"] = {"updown": params["variants"]["updown"]}
-    params["scst"] = {"updown_scst": params["scst"]["updown_scst"]}
-    params["reseeds"] = {f"updown_seed{k}": {"of": "updown", "seed": k} for k in (1, 2, 3)}
-    params["scst_reseeds"] = {}
-    params["ensembles"] = {"updown_ensemble": {"members": ["updown", *params["reseeds"]]}}
+    params = tiny_params(yaml.safe_load((repo / "params.yaml").read_text()))
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    set_params(repo, {**TINY, "variants": {"updown": {"model_args": TINY_UPDOWN_ARGS, "train": TINY_UPDOWN_TRAIN}},
-                      "scst": {"updown_scst": {"train": TINY_SCST_TRAIN}}})
+    run(repo, sys.executable, "-m", "crossmodal", "pipelines")
     run(repo, "git", "init", "-q")
     commit_all(repo, "tiny")
-    run(repo, "dvc", "repro")
+    run(repo, "dvc", "repro", trace=traces)
     commit_all(repo, "repro")
     return repo
+
+
+def stages(repo: Path) -> dict[str, dict]:
+    """Every stage of the repository's stage files, by the command it runs."""
+    out = {}
+    for path in [repo / "dvc.yaml", *sorted((repo / "pipelines").glob("*/dvc.yaml"))]:
+        for name, stage in yaml.safe_load(path.read_text())["stages"].items():
+            out[stage["cmd"]] = {"name": name, "file": path, **stage}
+    return out
+
+
+# modules a stage imports only under the real profile (the tiny run is synthetic)
+REAL_PROFILE_ONLY = {"download": {"src/crossmodal/data/__init__.py", "src/crossmodal/data/download.py"},
+                     "extract-regions": {"src/crossmodal/data/butd_tsv.py"}}
+
+
+def test_every_stage_depends_on_exactly_the_code_it_runs(repo, traces):
+    """The import trace of each stage process against the code deps its stage file lists: nothing missing, and
+    nothing listed that the stage never imports (but the real profile's readers)."""
+    by_cmd, checked = stages(repo), set()
+    for trace in traces.glob("*.json"):
+        record = json.loads(trace.read_text())
+        if not record["argv"][0].endswith("crossmodal/__main__.py"):  # DVC itself, git hooks
+            continue
+        cmd = "python -m crossmodal " + " ".join(record["argv"][1:])
+        stage = by_cmd[cmd]
+        code = {d for d in stage["deps"] if d.startswith("src/")}
+        ran = {Path(f).resolve().relative_to(repo.resolve()).as_posix() for f in record["files"]}
+        assert ran <= code, f"{stage['name']}: imports {sorted(ran - code)} but does not depend on them"
+        unused = code - ran - {d for d in code if d.endswith(".yaml")}
+        assert unused == REAL_PROFILE_ONLY.get(record["argv"][1], set()), f"{stage['name']}: {sorted(unused)}"
+        checked.add(cmd)
+    assert checked == set(by_cmd)  # every stage ran once and was checked
+    assert run(repo, sys.executable, "-m", "crossmodal", "pipelines", "--check").returncode == 0
 
 
 def test_repro_builds_every_output_and_the_table(repo):
@@ -135,9 +191,9 @@ def test_scst_continues_the_cross_entropy_model_and_fills_the_scst_columns(repo)
     assert metrics["objective"] == "scst" and metrics["model"] == "updown" and len(metrics["history"]) == 2
     assert set(metrics["history"][0]) >= {"train_loss", "train_CIDEr_sample", "train_CIDEr_greedy", "val_CIDEr"}
     from crossmodal import config
-    from crossmodal.training.scst import ScstTrainer
+    from crossmodal.training.trainer import Trainer
 
-    start = ScstTrainer(config.load(repo / "params.yaml"), "updown_scst", repo, progress=False).model.state_dict()
+    start = Trainer(config.load(repo / "params.yaml"), "updown_scst", repo, progress=False).model.state_dict()
     saved = torch.load(repo / "data/models/updown/model.pt", weights_only=False)["state_dict"]
     assert start.keys() == saved.keys() and all(torch.equal(start[k], saved[k]) for k in saved)
     submission = json.loads((repo / "data/predictions/updown_scst/captions_test2014_updown_scst_results.json")
@@ -154,19 +210,57 @@ def test_second_repro_does_nothing(repo):
     assert "Running stage" not in out, out
 
 
-def test_changing_one_variant_param_reruns_only_its_training_and_tables(repo):
-    status = run(repo, "dvc", "status").stdout
-    assert "changed" not in status
-    set_params(repo, {"variants": {"updown": {"train": {"lr": 0.001}}}})
-    out = run(repo, "dvc", "repro").stdout
-    members = [f"reseed@updown_seed{k}" for k in (1, 2, 3)]  # reseeded members share every param but the seed
-    assert _stages_run(out) == sorted(["ensemble@updown_ensemble", *members, "scst@updown_scst", "tables",
-                                       "train@updown"]), out
-    diff = run(repo, "dvc", "params", "diff").stdout
-    assert "variants.updown.train.lr" in diff
+TABLES = ["pipelines/aoanet/dvc.yaml:tables", "index", "pipelines/xlan/dvc.yaml:tables"]  # X-LAN's: Up-Down only
+
+
+def _in(paper: str, *names: str) -> list[str]:
+    return [f"pipelines/{paper}/dvc.yaml:{n}" for n in names]
+
+
+def test_a_new_model_file_and_the_runtime_params_rerun_nothing(repo):
+    """No stage imports a model it does not train, and `runtime` (threads, progress bars, lazy reading, loader
+    workers) is no stage's dependency."""
+    new_model = repo / "src/crossmodal/models/newmodel.py"
+    new_model.write_text("from .updown import UpDown\n\nMODEL = UpDown\n")
+    set_params(repo, {"runtime": {"threads": 1, "progress": False, "lazy_features": True, "loader_workers": 1}})
+    try:
+        assert run(repo, "dvc", "status").stdout.strip() == "Data and pipelines are up to date."
+    finally:
+        new_model.unlink()
+        run(repo, "git", "checkout", "params.yaml")
+
+
+def test_editing_one_model_file_changes_only_its_systems(repo):
+    """Up-Down's file: its systems (the reseeded members, SCST continuing it, their ensemble) change, and with them
+    the tables showing them (downstream, as the next test shows); Att2in, whose recipe derives from Up-Down's
+    params, and every other stage do not."""
+    model = repo / "src/crossmodal/models/updown.py"
+    model.write_text(model.read_text() + "\n# an edit\n")
+    try:
+        assert _stages_changed(run(repo, "dvc", "status").stdout) == sorted(_in("baselines", *UPDOWN_FAMILY))
+    finally:
+        run(repo, "git", "checkout", str(model))
+    assert "changed" not in run(repo, "dvc", "status").stdout
+
+
+def _stages_changed(status: str) -> list[str]:
+    return sorted(line[:-1] for line in status.splitlines() if line.endswith(":") and not line[0].isspace())
+
+
+def test_changing_one_system_param_reruns_only_it_its_derivatives_and_tables(repo):
+    assert "changed" not in run(repo, "dvc", "status").stdout
+    set_params(repo, {"baselines": {"systems": {"updown": {"train": {"lr": 0.001}}}}})
+    # the reseeded members and Att2in derive from it; SCST reads its model's params; the ensemble, its members';
+    # the index lists every system (and would rerun anyway, after them)
+    changed = sorted([*_in("baselines", *UPDOWN_FAMILY, "att2in"), "index"])
+    assert _stages_changed(run(repo, "dvc", "status").stdout) == changed
+    assert "baselines.systems.updown.train.lr" in run(repo, "dvc", "params", "diff").stdout
+    run(repo, "git", "checkout", "params.yaml")
+    set_params(repo, {"baselines": {"systems": {"updown_scst": {"train": {"lr": 0.002}}}}})
+    out = run(repo, "dvc", "repro").stdout  # and what changes reruns, with the tables showing it
+    assert _stages_run(out) == sorted([*_in("baselines", "updown_scst"), *TABLES[:2]]), out
     assert "CIDEr" in run(repo, "dvc", "metrics", "diff").stdout
-    set_params(repo, {"scst": {"updown_scst": {"train": {"lr": 0.002}}}})
-    assert _stages_run(run(repo, "dvc", "repro").stdout) == ["scst@updown_scst", "tables"]
+    commit_all(repo, "scst lr")
 
 
 def _stages_run(out: str) -> list[str]:
@@ -176,10 +270,8 @@ def _stages_run(out: str) -> list[str]:
 @pytest.mark.parametrize("name", ["updown", "updown_scst"])
 def test_training_resumed_after_a_crash_reaches_the_same_metrics(repo, monkeypatch, name):
     from crossmodal import config
-    from crossmodal.training.scst import ScstTrainer
-    from crossmodal.training.xe import Trainer
+    from crossmodal.training.trainer import Trainer as cls
 
-    cls = ScstTrainer if name.endswith("_scst") else Trainer
     cfg = config.load(repo / "params.yaml")
     shutil.rmtree(repo / "data/checkpoints", ignore_errors=True)
     straight = cls(cfg, name, repo, progress=False).run()
@@ -207,10 +299,11 @@ def test_scst_without_its_cross_entropy_model_fails_with_one_line(repo):
     backup = model.read_bytes()
     try:
         model.unlink()
-        proc = run(repo, sys.executable, "-m", "crossmodal", "train", "--variant", "updown_scst", check=False)
+        proc = run(repo, sys.executable, "-m", "crossmodal", "train", "--system", "updown_scst", check=False)
         assert proc.returncode == 2
         lines = proc.stderr.strip().splitlines()
-        assert len(lines) == 1 and "missing file" in lines[0] and "train@updown" in lines[0], proc.stderr
+        assert len(lines) == 1 and "missing file" in lines[0], proc.stderr
+        assert "dvc repro pipelines/baselines/dvc.yaml:updown" in lines[0], proc.stderr
     finally:
         model.write_bytes(backup)
 
@@ -229,7 +322,7 @@ def test_bad_feature_file_fails_with_one_line_and_no_output(repo, damage, expect
             features.write_bytes(backup[: len(backup) // 2])
         else:
             features.unlink()
-        proc = run(repo, sys.executable, "-m", "crossmodal", "train", "--variant", "updown", check=False)
+        proc = run(repo, sys.executable, "-m", "crossmodal", "train", "--system", "updown", check=False)
         assert proc.returncode == 2
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0], proc.stderr
@@ -254,10 +347,11 @@ def test_missing_image_fails_with_one_line(repo):
 def test_queued_experiments_both_land_in_mlflow_and_leave_the_workspace_alone(repo):
     from mlflow.tracking import MlflowClient
 
-    model = repo / "data/models/updown/model.pt"
+    model = repo / "data/models/att2in/model.pt"
     before = model.stat().st_mtime_ns
     for lr in ("0.02", "0.005"):
-        run(repo, "dvc", "exp", "run", "--queue", "-S", f"variants.updown.train.lr={lr}")
+        # att2in inherits its lr from updown (`of:`): `+` adds the key to its entry (Hydra's append syntax)
+        run(repo, "dvc", "exp", "run", "--queue", "-S", f"+baselines.systems.att2in.train.lr={lr}")
     run(repo, "dvc", "queue", "start", "-j", "2")
     deadline = time.time() + 480
     while time.time() < deadline:
@@ -271,14 +365,12 @@ def test_queued_experiments_both_land_in_mlflow_and_leave_the_workspace_alone(re
     client = MlflowClient(f"sqlite:///{repo / 'mlflow.db'}")
     experiment = client.get_experiment_by_name("crossmodal-repro")
     runs = [r for r in client.search_runs([experiment.experiment_id]) if r.data.tags.get("dvc.exp_name") != "workspace"]
-    reseeds = [f"reseed@updown_seed{k}" for k in (1, 2, 3)]
-    for stage in ("train@updown", "scst@updown_scst", *reseeds):  # each experiment retrains updown and its kin
-        logged = [r for r in runs if r.data.tags["dvc.stage"] == stage]
-        assert sorted(r.data.params["variant.train.lr"] for r in logged) == ["0.005", "0.02"], stage
-        assert all(r.info.status == "FINISHED" and "test_CIDEr" in r.data.metrics for r in logged)
-    assert len([r for r in runs if r.data.tags["dvc.stage"] == "ensemble@updown_ensemble"]) == 2
-    assert len(runs) == 12
+    assert [r.data.tags["dvc.stage"] for r in runs] == ["pipelines/baselines/dvc.yaml:att2in"] * 2  # nothing else
+    assert sorted(r.data.params["baselines.systems.att2in.train.lr"] for r in runs) == ["0.005", "0.02"]
+    assert all(r.info.status == "FINISHED" and "test_CIDEr" in r.data.metrics for r in runs)
     assert model.stat().st_mtime_ns == before
+    shown = run(repo, "dvc", "exp", "show", "--csv").stdout
+    assert shown.count("baselines.systems.att2in.train.lr") == 1 and "0.005" in shown and "0.02" in shown
 
 
 REAL_SOURCES = ("karpathy", "coco_captions", "butd_adaptive")  # what the captioning pipeline fetches
@@ -299,21 +391,22 @@ def test_real_profile_downloads_converts_and_trains_the_world_served_in_the_publ
     archives = export_real_formats(repo / "data/raw/image_world", repo / "data/features/regions.h5", tmp_path / "www")
     real = copy_pipeline(tmp_path / "real")
     params = yaml.safe_load((repo / "params.yaml").read_text())
-    params.update(profile="real", scst={}, reseeds={}, scst_reseeds={}, ensembles={})
-    params["variants"] = {"updown": {**params["variants"]["updown"], "paper": {
-        "model_args": PAPER_ARGS, "train": {**TINY_UPDOWN_TRAIN, "epochs": 1}}}}
-    params["compute"]["paper"] = {"lazy_features": True, "loader_workers": 1}
+    params["profile"] = "real"
+    params["baselines"] = {"systems": {"updown": {**params["baselines"]["systems"]["updown"], "paper": {
+        "model_args": PAPER_ARGS, "train": {**TINY_UPDOWN_TRAIN, "epochs": 1}}}}}
+    params["runtime"]["paper"] = {"lazy_features": True, "loader_workers": 1}
     params["regions"]["published_boxes"] = [1, 100]  # the world has 3-10 boxes, not the published 10-100
     (real / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     run(real, "git", "init", "-q")
     with LoopbackHTTPServer(tmp_path / "www") as base:
         set_params(real, {"datasets": {name: {"files": [{"url": f"{base}/{archives[name].name}", "extract": True}]}
                                        for name in REAL_SOURCES}})
+        run(real, sys.executable, "-m", "crossmodal", "pipelines")
         commit_all(real, "real profile on loopback")
-        out = run(real, "dvc", "repro", "train@updown").stdout
-    assert _stages_run(out) == sorted(["download@karpathy", "download@coco_captions", "download@butd_adaptive",
-                                       "download@butd_fixed36", "synthesize", "prepro_captions",
-                                       "pretrain_backbone", "extract_regions", "train@updown"]), out
+        out = run(real, "dvc", "repro", "pipelines/baselines/dvc.yaml:updown").stdout
+    assert _stages_run(out) == sorted(["download-karpathy", "download-coco_captions", "download-butd_adaptive",
+                                       "download-butd_fixed36", "synthesize", "prepro_captions",
+                                       "pretrain_backbone", "extract_regions", *_in("baselines", "updown")]), out
     for name in REAL_SOURCES:
         manifest = json.loads((real / f"data/raw/{name}/MANIFEST.json").read_text())
         assert manifest["fetched"] and (real / f"data/raw/{name}/SHA256SUMS").read_text().split()[1] == archives[name].name
@@ -341,10 +434,10 @@ def test_real_profile_downloads_converts_and_trains_the_world_served_in_the_publ
     assert "COCO 2014" in qualitative and "(`images/test/synth_test_" in qualitative  # paths a reader can open
 
     # the server is gone: downloaded files are verified and accepted without any network...
-    assert "Running stage" in run(real, "dvc", "repro", "-f", "download@karpathy").stdout
+    assert "Running stage" in run(real, "dvc", "repro", "-f", "download-karpathy").stdout
     # ...and a missing one fails at once, naming where a manual copy goes
     (real / "data/raw/karpathy/caption_datasets.zip").unlink()
-    proc = run(real, "dvc", "repro", "-f", "download@karpathy", check=False)
+    proc = run(real, "dvc", "repro", "-f", "download-karpathy", check=False)
     assert proc.returncode != 0
     error = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert len(error) == 1 and "connection refused" in error[0]
@@ -357,4 +450,4 @@ def test_both_profiles_have_one_dag(repo, tmp_path):
     run(other, "git", "init", "-q")
     synthetic = run(other, "dvc", "dag", "--dot").stdout
     set_params(other, {"profile": "real"})
-    assert run(other, "dvc", "dag", "--dot").stdout == synthetic and "download@coco_captions" in synthetic
+    assert run(other, "dvc", "dag", "--dot").stdout == synthetic and "download-coco_captions" in synthetic

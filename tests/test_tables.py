@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from crossmodal.io import InputError
-from crossmodal.reports.tables import build_all, load_table, load_tables
+from crossmodal.reports.tables import build_index, build_paper, load_table, load_tables, summary_name
 
 PAPER_TABLES = Path(__file__).resolve().parents[1] / "src" / "crossmodal" / "reports" / "paper_tables"
 XLAN_VARIANTS = {"updown", "xlan_dec", "xlan_enc1", "xlan_enc2", "xlan_enc3", "xlan_enc4", "xlan"}
@@ -111,6 +111,15 @@ def _md_rows(markdown: str) -> dict[str, dict[str, str]]:
     return rows
 
 
+def build_all(tables_dir: Path, metrics_dir: Path, registered: set[str], out: Path, index: Path) -> list[Path]:
+    """Every table of a directory built as one paper's, then the index over it: the md/csv paths and the index."""
+    ids = sorted(p.stem for p in Path(tables_dir).glob("*.yaml"))
+    written = build_paper("paper", ids, metrics_dir, registered, out, Path(tables_dir))
+    assert written[-1] == out / summary_name("paper")
+    build_index([written[-1]], out, index)
+    return written[:-1] + [index]
+
+
 @pytest.fixture()
 def xlan3_only(tmp_path) -> Path:
     """A paper-tables directory holding only xlan_table3.yaml, so a build test looks at one table."""
@@ -164,7 +173,8 @@ def test_build_is_byte_identical_when_repeated(tmp_path, metrics_dir, xlan3_only
     out, index = tmp_path / "tables", tmp_path / "index.md"
     first = {p: p.read_bytes() for p in build_all(xlan3_only, metrics_dir, XLAN_VARIANTS, out, index)}
     second = {p: p.read_bytes() for p in build_all(xlan3_only, metrics_dir, XLAN_VARIANTS, out, index)}
-    assert first == second and sorted(p.name for p in out.iterdir()) == ["xlan_table3.csv", "xlan_table3.md"]
+    assert first == second
+    assert sorted(p.name for p in out.iterdir()) == ["paper.summary.json", "xlan_table3.csv", "xlan_table3.md"]
     everything = {p: p.read_bytes() for p in build_all(PAPER_TABLES, metrics_dir, XLAN_VARIANTS, out, index)}
     assert everything == {p: p.read_bytes() for p in build_all(PAPER_TABLES, metrics_dir, XLAN_VARIANTS, out, index)}
 
@@ -228,8 +238,8 @@ def _online(c5_c40: list[float | None]) -> dict[str, float | None]:
 
 
 def test_every_paper_table_loads():
-    tables = load_tables(PAPER_TABLES)
-    assert [t.id for t in tables] == TABLE_IDS
+    tables = load_tables(TABLE_IDS)
+    assert sorted(p.stem for p in PAPER_TABLES.glob("*.yaml")) == TABLE_IDS
     for t in tables:
         assert t.dataset == "COCO" and t.unit == "%" and t.scale == 100
         for row in t.rows:  # every variant row names its variant(s); cited rows name none

@@ -4,13 +4,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
-from captioning_checks import assert_beam_one_is_greedy, assert_learns_tiny_task
+from captioning_checks import assert_beam_one_is_greedy, assert_learns_tiny_task, region_inputs
 
 from crossmodal.data.captions import EOS
 from crossmodal.decoding.search import beam_search
 from crossmodal.models.base import Captioner
-from crossmodal.models.transformer import (Transformer, TransformerArgs, XDecoderLayer, XTransformer,
-                                           XTransformerArgs, causal_mask)
+from crossmodal.models.transformer import Transformer, TransformerArgs, causal_mask
+from crossmodal.models.xtransformer import XDecoderLayer, XTransformer, XTransformerArgs
 
 MASK = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 0, 0, 0], [1, 1, 1, 0, 0]], dtype=torch.bool)
 TARGETS = torch.tensor([[4, 5, 6, 7], [8, 4, 0, 0], [5, 5, 9, 0], [6, 0, 0, 0], [7, 8, 9, 10], [4, 9, 0, 0]])
@@ -18,7 +18,7 @@ SIZES = dict(dim=32, heads=4, encoder_layers=2, decoder_layers=2, ffn_dim=64)
 
 
 def _transformer(vocab=12, feature_dim=6):
-    return Transformer(TransformerArgs(**SIZES, dropout=0.0), vocab, feature_dim)
+    return Transformer(TransformerArgs(**SIZES, dropout=0.0), vocab, {"regions": feature_dim})
 
 
 def _xargs():
@@ -27,7 +27,7 @@ def _xargs():
 
 
 def _xtransformer(vocab=12, feature_dim=6):
-    return XTransformer(_xargs(), vocab, feature_dim)
+    return XTransformer(_xargs(), vocab, {"regions": feature_dim})
 
 
 MODELS = [pytest.param(_transformer, id="transformer"), pytest.param(_xtransformer, id="xtransformer")]
@@ -39,8 +39,8 @@ def test_parallel_forward_equals_cached_step_by_step_decoding(make):
     model = make().eval()
     feats = torch.randn(3, 5, 6)
     with torch.no_grad():
-        parallel = model(feats, MASK, TARGETS, seq_per_img=2)
-        stepwise = Captioner.forward(model, feats, MASK, TARGETS, seq_per_img=2)
+        parallel = model(region_inputs(feats, MASK), TARGETS, seq_per_img=2)
+        stepwise = Captioner.forward(model, region_inputs(feats, MASK), TARGETS, seq_per_img=2)
     assert parallel.shape == (6, 5, 12)
     torch.testing.assert_close(parallel, stepwise, atol=1e-5, rtol=0)
 
@@ -50,10 +50,11 @@ def test_scheduled_sampling_in_training_falls_back_to_the_step_loop(make):
     torch.manual_seed(0)
     model = make().train()
     feats = torch.randn(3, 5, 6)
-    got = model(feats, MASK, TARGETS, 2, ss_prob=0.5, generator=torch.Generator().manual_seed(1))
-    want = Captioner.forward(model, feats, MASK, TARGETS, 2, ss_prob=0.5, generator=torch.Generator().manual_seed(1))
+    inputs = region_inputs(feats, MASK)
+    got = model(inputs, TARGETS, 2, ss_prob=0.5, generator=torch.Generator().manual_seed(1))
+    want = Captioner.forward(model, inputs, TARGETS, 2, ss_prob=0.5, generator=torch.Generator().manual_seed(1))
     torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
-    assert not torch.allclose(got, model(feats, MASK, TARGETS, 2))  # sampled words were fed back
+    assert not torch.allclose(got, model(inputs, TARGETS, 2))  # sampled words were fed back
 
 
 @pytest.mark.parametrize("make", MODELS)
@@ -62,16 +63,16 @@ def test_padded_regions_get_no_gradient_and_do_not_matter(make):
     model = make().eval()
     feats = torch.randn(3, 5, 6, requires_grad=True)
     targets = TARGETS[::2]
-    out = model(feats, MASK, targets)
+    out = model(region_inputs(feats, MASK), targets)
     assert torch.isfinite(out).all()
     out[:, :, 4].sum().backward()
     assert torch.all(feats.grad[~MASK] == 0) and torch.all(feats.grad[MASK].abs().sum(-1) > 0)
     altered = feats.detach().clone()
     altered[~MASK] = 1e3
-    torch.testing.assert_close(model(altered, MASK, targets), out.detach())
+    torch.testing.assert_close(model(region_inputs(altered, MASK), targets), out.detach())
     for b in range(3):  # an image alone with only its real regions: padding is as good as absent
         n = int(MASK[b].sum())
-        alone = model(feats[b:b + 1, :n].detach(), MASK[b:b + 1, :n], targets[b:b + 1])
+        alone = model(region_inputs(feats[b:b + 1, :n].detach(), MASK[b:b + 1, :n]), targets[b:b + 1])
         torch.testing.assert_close(alone, out[b:b + 1].detach())
 
 
@@ -83,7 +84,8 @@ def test_later_words_do_not_change_earlier_positions(make):
     changed = TARGETS.clone()
     changed[:, 2] = 11  # the input at position 3
     with torch.no_grad():
-        out, out_changed = model(feats, MASK, TARGETS, 2), model(feats, MASK, changed, 2)
+        inputs = region_inputs(feats, MASK)
+        out, out_changed = model(inputs, TARGETS, 2), model(inputs, changed, 2)
     torch.testing.assert_close(out_changed[:, :3], out[:, :3])
     assert (out_changed[:, 3] - out[:, 3]).abs().amax(-1).min() > 1e-4
 
@@ -99,16 +101,17 @@ def test_beam_search_over_the_caches_is_consistent(make):
     torch.manual_seed(0)
     model = make().eval()
     feats = torch.randn(3, 5, 6)
-    assert_beam_one_is_greedy(model, feats, MASK)
-    seqs, scores = beam_search(model, feats, MASK, beam_size=3, max_length=6)
+    inputs = region_inputs(feats, MASK)
+    assert_beam_one_is_greedy(model, inputs)
+    seqs, scores = beam_search(model, inputs, beam_size=3, max_length=6)
     with torch.no_grad():  # rescore the chosen captions by teacher forcing: reordered caches must not mix beams
-        logprobs = model(feats, MASK, seqs)
+        logprobs = model(inputs, seqs)
     lengths = (seqs > 0).sum(1)
     for b in range(3):
         n = int(lengths[b])
         rescored = logprobs[b, torch.arange(n), seqs[b, :n]].sum() + (logprobs[b, n, EOS] if n < 6 else 0.0)
         torch.testing.assert_close(scores[b], rescored)
-        alone, alone_score = beam_search(model, feats[b:b + 1], MASK[b:b + 1], beam_size=3, max_length=6)
+        alone, alone_score = beam_search(model, region_inputs(feats[b:b + 1], MASK[b:b + 1]), beam_size=3, max_length=6)
         assert torch.equal(seqs[b:b + 1], alone)
         torch.testing.assert_close(scores[b:b + 1], alone_score)
 
@@ -187,7 +190,7 @@ def test_x_transformer_decoder_input_first_query_and_output_follow_the_official_
     seen = []
     hooks = [layer.register_forward_hook(lambda m, args, out: seen.append((args, out))) for layer in model.decoder]
     with torch.no_grad():
-        encoded = model.encode(feats, MASK)
+        encoded = model.encode(region_inputs(feats, MASK))
         logprobs, _ = model._decode(words, model.init_state(encoded, 3), encoded)
         for hook in hooks:
             hook.remove()

@@ -1,8 +1,10 @@
 """Additive attention against a direct computation, masking of padded regions, and Up-Down learning."""
-import torch
-from captioning_checks import assert_learns_tiny_task
+from types import SimpleNamespace
 
-from crossmodal.config import TrainConfig, VariantConfig
+import torch
+from captioning_checks import assert_learns_tiny_task, region_inputs
+
+from crossmodal.config import TrainConfig
 from crossmodal.models.registry import build_model
 from crossmodal.modules.additive import AdditiveAttention
 from crossmodal.training.xe import sequence_loss
@@ -28,9 +30,9 @@ def test_additive_attention_matches_direct_computation():
 
 
 def _updown(vocab=7, feature_dim=6, dropout=0.0):
-    variant = VariantConfig(model="updown", vocabulary="min5", model_args={"embed_dim": 16, "hidden_dim": 16, "att_hidden_dim": 8,
-                                                        "dropout": dropout, "feature_dropout": 0.0})
-    return build_model("t", variant, vocab, feature_dim)
+    variant = SimpleNamespace(model="updown", model_args={"embed_dim": 16, "hidden_dim": 16, "att_hidden_dim": 8,
+                                                          "dropout": dropout, "feature_dropout": 0.0})
+    return build_model("t", variant, vocab, {"regions": feature_dim})
 
 
 def test_padded_regions_get_no_weight_and_no_gradient():
@@ -39,12 +41,12 @@ def test_padded_regions_get_no_weight_and_no_gradient():
     feats = torch.randn(2, 5, 6, requires_grad=True)
     mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 0, 0, 0]], dtype=torch.bool)
     targets = torch.tensor([[4, 5, 6], [5, 4, 0]])
-    out = model(feats, mask, targets)
+    out = model(region_inputs(feats, mask), targets)
     out[:, :, 4].sum().backward()
     assert torch.all(feats.grad[1, 2:] == 0) and torch.any(feats.grad[1, :2] != 0)
     altered = feats.detach().clone()
     altered[1, 2:] = 1e3  # garbage in padded rows must not change anything
-    torch.testing.assert_close(model(altered, mask, targets), out.detach())
+    torch.testing.assert_close(model(region_inputs(altered, mask), targets), out.detach())
 
 
 def test_updown_learns_a_tiny_captioning_task():

@@ -11,15 +11,14 @@ import pytest
 from crossmodal.data.vqa import (
     VqaAnnotation,
     answer_vocabulary,
-    normalize_answer,
     read_vqa,
     read_vqa_annotations,
     read_vqa_questions,
     soft_score,
     soft_scores,
-    vqa_accuracy,
 )
 from crossmodal.io import InputError
+from crossmodal.metrics.vqa import normalize_answer, vqa_accuracy
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"  # copies of ../shared/fixtures (see its README)
 QUESTIONS = FIXTURES / "vqa" / "v2_OpenEnded_mscoco_val2014_questions_first100.json"

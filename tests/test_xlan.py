@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from crossmodal.decoding.search import beam_search
 from crossmodal.models.xlan import XLAN, XLANArgs
 from crossmodal.modules.xlinear import XLinearEncoderLayer
-from tests.captioning_checks import assert_beam_one_is_greedy, assert_learns_tiny_task
+from tests.captioning_checks import assert_beam_one_is_greedy, assert_learns_tiny_task, region_inputs
 
 MASK = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0], [1, 0, 0, 0, 0]], dtype=torch.bool)
 
@@ -38,7 +38,7 @@ def test_encoder_layer_is_equations_7_and_8(separate_values):
 def _xlan(blocks=2, activation="celu", vocab=7, feature_dim=6):
     args = XLANArgs(embed_dim=16, hidden_dim=16, heads=2, encoder_blocks=blocks, activation=activation, dropout=0.0,
                     feature_dropout=0.0, ctx_dropout=0.0, attention_dropout=0.0, block_dropout=0.0)
-    return XLAN(args, vocab, feature_dim)
+    return XLAN(args, vocab, {"regions": feature_dim})
 
 
 @pytest.mark.parametrize("blocks", [0, 1, 3])
@@ -48,7 +48,7 @@ def test_encoder_and_decoder_step_follow_section_3_3(blocks):
     feats, words = torch.randn(3, 5, 6), torch.tensor([4, 5, 6])
     h, m, ctx = torch.randn(3, 16), torch.randn(3, 16), torch.randn(3, 16)
     with torch.no_grad():
-        logprobs, (h1, m1, ctx1) = model.step(words, (h, m, ctx), model.encode(feats, MASK))
+        logprobs, (h1, m1, ctx1) = model.step(words, (h, m, ctx), model.encode(region_inputs(feats, MASK)))
         regions = model.feature_embed(feats)
         query = torch.stack([regions[b, MASK[b]].mean(0) for b in range(3)])  # v^(0)
         keys = values = regions
@@ -71,12 +71,12 @@ def test_padded_regions_get_no_gradient_and_do_not_matter():
     model = _xlan(3).eval()
     feats = torch.randn(3, 5, 6, requires_grad=True)
     targets = torch.tensor([[4, 5, 6], [5, 4, 0], [6, 0, 0]])
-    out = model(feats, MASK, targets)
+    out = model(region_inputs(feats, MASK), targets)
     out[:, :, 4].sum().backward()
     assert torch.all(feats.grad[~MASK] == 0) and torch.all(feats.grad[MASK].abs().sum(-1) > 0)
     altered = feats.detach().clone()
     altered[~MASK] = 1e3
-    torch.testing.assert_close(model(altered, MASK, targets), out.detach())
+    torch.testing.assert_close(model(region_inputs(altered, MASK), targets), out.detach())
 
 
 @pytest.mark.parametrize("blocks,activation", [(0, "relu"), (2, "celu")])
@@ -89,10 +89,10 @@ def test_beam_search_with_one_beam_is_greedy_and_rows_are_independent():
     torch.manual_seed(0)
     model = _xlan(2, vocab=12).eval()
     feats = torch.randn(3, 5, 6)
-    assert_beam_one_is_greedy(model, feats, MASK)
-    seqs, scores = beam_search(model, feats, MASK, beam_size=3, max_length=6)
+    assert_beam_one_is_greedy(model, region_inputs(feats, MASK))
+    seqs, scores = beam_search(model, region_inputs(feats, MASK), beam_size=3, max_length=6)
     for b in range(3):
-        alone, alone_score = beam_search(model, feats[b:b + 1], MASK[b:b + 1], beam_size=3, max_length=6)
+        alone, alone_score = beam_search(model, region_inputs(feats[b:b + 1], MASK[b:b + 1]), beam_size=3, max_length=6)
         assert torch.equal(seqs[b:b + 1], alone)
         torch.testing.assert_close(scores[b:b + 1], alone_score)
 

@@ -1,0 +1,1 @@
+"""crossmodal-repro: reproducible pipelines for five papers on cross-modal and higher-order attention."""

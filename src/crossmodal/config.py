@@ -145,22 +145,37 @@ class CaptionsConfig:
 
 @dataclass(frozen=True)
 class ComputeConfig:
-    """Where and how training runs (training/distributed.py): device, mixed precision, DDP processes, lazy reading."""
+    """Where training runs (training/distributed.py): device, mixed precision, DDP processes. Each can change the
+    numbers a stage produces, so every training stage depends on this section."""
 
     device: str = "auto"  # auto (CUDA when available) | cpu | cuda
     amp: bool = False  # mixed precision (autocast) on CUDA
     processes: int = 1  # > 1: the stage relaunches itself under torchrun, one DDP process each
     backend: str = "auto"  # auto (nccl on CUDA, gloo on CPU) | nccl | gloo
-    lazy_features: bool = False  # read region features per batch from HDF5 instead of loading them all
-    loader_workers: int = 0  # DataLoader worker processes of the lazy reader
 
     def __post_init__(self) -> None:
         if self.device not in ("auto", "cpu", "cuda"):
             raise ValueError(f"device must be auto, cpu or cuda, not {self.device!r}")
         if self.backend not in ("auto", "nccl", "gloo"):
             raise ValueError(f"backend must be auto, nccl or gloo, not {self.backend!r}")
-        if self.processes < 1 or self.loader_workers < 0:
-            raise ValueError("processes must be at least 1 and loader_workers at least 0")
+        if self.processes < 1:
+            raise ValueError("processes must be at least 1")
+
+
+@dataclass(frozen=True)
+class RuntimeConfig:
+    """How a stage runs, never what it computes: no stage depends on this section (pipelines.py lists none of
+    it), so changing it reruns nothing. Lazy reading gives the same batches as in-memory reading (tested); the
+    thread count is part of the machine a number was made on (like its CPU), not of the recipe."""
+
+    threads: int = 0  # torch threads per process; 0: min(2, cores per process)
+    lazy_features: bool = False  # read features per batch from HDF5 (COCO scale) instead of all at once
+    loader_workers: int = 0  # DataLoader worker processes of the lazy reader
+    progress: bool = True  # progress bars and per-epoch lines (CROSSMODAL_PROGRESS=0 turns them off too)
+
+    def __post_init__(self) -> None:
+        if self.threads < 0 or self.loader_workers < 0:
+            raise ValueError("threads and loader_workers must be at least 0")
 
 
 @dataclass(frozen=True)
@@ -212,47 +227,46 @@ class TrainConfig:
             raise ValueError("epochs, batch_size and samples_per_image must be at least 1")
 
 
-@dataclass(frozen=True)
-class VariantConfig:
-    """One trained system: a registered model name, its arguments, and its training recipe."""
+OBJECTIVES = ("xe", "scst")
+TASKS = ("captioning",)
 
-    model: str
-    vocabulary: str  # a key of params.yaml `vocabularies`: the caption preprocessing of this system's paper
+
+@dataclass(frozen=True)
+class SystemConfig:
+    """One trained system, resolved: its entry in a paper's `systems` merged over the entries it derives from.
+
+    `objective: xe` trains `model` (a module of models/) from scratch by cross-entropy; `objective: scst`
+    continues the best model of the cross-entropy system `init` by self-critical training, so model,
+    vocabulary, inputs and model_args are those of `init` and are not stated here. `inputs` maps each named
+    input the model consumes to the feature set that feeds it (data/inputs.py).
+    """
+
+    objective: str = "xe"
+    task: str = "captioning"
+    model: str | None = None
+    vocabulary: str | None = None  # a key of `vocabularies`: the caption preprocessing of this system's paper
+    inputs: dict[str, str] = field(default_factory=lambda: {"regions": "regions"})
     model_args: dict = field(default_factory=dict)
     train: TrainConfig = field(default_factory=TrainConfig)
-
-
-@dataclass(frozen=True)
-class ScstConfig:
-    """Self-critical sequence training (Rennie et al. 2017) that continues a cross-entropy variant.
-
-    It starts from `init`'s best model (by validation CIDEr-D), so it shares that variant's model and
-    model_args; `train` is its own recipe (lr, epochs, samples per image, plateau decay).
-    """
-
-    init: str
-    train: TrainConfig = field(default_factory=TrainConfig)
-
-
-@dataclass(frozen=True)
-class ReseedConfig:
-    """An ensemble member: the system `of` retrained with another `seed`, every other param shared with it.
-
-    For a member of an SCST run, `init` names the cross-entropy member of the same seed it continues (spelled
-    out, not derived, so that dvc.yaml can depend on that model's directory).
-    """
-
-    of: str
-    seed: int
     init: str | None = None
 
+    def __post_init__(self) -> None:
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, not {self.objective!r}")
+        if self.task not in TASKS:
+            raise ValueError(f"task must be one of {', '.join(TASKS)}, not {self.task!r}")
+        if self.objective == "scst" and self.init is None:
+            raise ValueError("an scst system needs `init`, the cross-entropy system it continues")
+        if self.objective == "xe" and (self.model is None or self.vocabulary is None or self.init is not None):
+            raise ValueError("a cross-entropy system needs `model` and `vocabulary` (and no `init`)")
 
-ENSEMBLE_SIZE = 4  # the paper's Σ rows fuse four models; dvc.yaml's ensemble stage depends on four members
+
+ENSEMBLE_SIZE = 4  # the papers' Σ rows fuse four models
 
 
 @dataclass(frozen=True)
 class EnsembleConfig:
-    """Models decoded together by beam search over their averaged log-probabilities."""
+    """Trained systems decoded together by beam search over their averaged log-probabilities."""
 
     members: tuple[str, ...]
 
@@ -261,7 +275,20 @@ class EnsembleConfig:
             raise ValueError(f"members must be {ENSEMBLE_SIZE} distinct trained systems, got {list(self.members)}")
 
 
+@dataclass(frozen=True)
+class PaperConfig:
+    """One paper's section: the systems it trains, in the order its tables list them; its ensembles; and the
+    transcribed tables (reports/paper_tables/<id>.yaml) its `tables` stage builds."""
+
+    systems: dict[str, dict] = field(default_factory=dict)  # raw entries; resolved by `Config.systems`
+    ensembles: dict[str, EnsembleConfig] = field(default_factory=dict)
+    tables: tuple[str, ...] = ()
+
+
 PROFILES = ("synthetic", "real")
+PAPERS = ("baselines", "aoanet", "xlan", "eta", "hoca", "ban")  # baselines: systems several papers' tables share
+PAPER_KEY = "paper"  # a block of paper-scale overrides, applied under `profile: real` (apply_profile)
+MODEL_KEYS = ("model", "vocabulary", "inputs", "model_args")  # an scst system takes these from its `init`
 
 
 @dataclass(frozen=True)
@@ -274,79 +301,137 @@ class Config:
     vocabularies: dict[str, CaptionsConfig] = field(default_factory=lambda: {"min5": CaptionsConfig()})
     evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
     compute: ComputeConfig = field(default_factory=ComputeConfig)
-    variants: dict[str, VariantConfig] = field(default_factory=dict)
-    scst: dict[str, ScstConfig] = field(default_factory=dict)
-    reseeds: dict[str, ReseedConfig] = field(default_factory=dict)  # cross-entropy ensemble members
-    scst_reseeds: dict[str, ReseedConfig] = field(default_factory=dict)  # SCST ensemble members
-    ensembles: dict[str, EnsembleConfig] = field(default_factory=dict)
+    runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
+    baselines: PaperConfig = field(default_factory=PaperConfig)
+    aoanet: PaperConfig = field(default_factory=PaperConfig)
+    xlan: PaperConfig = field(default_factory=PaperConfig)
+    eta: PaperConfig = field(default_factory=PaperConfig)
+    hoca: PaperConfig = field(default_factory=PaperConfig)
+    ban: PaperConfig = field(default_factory=PaperConfig)
 
     def __post_init__(self) -> None:
         if self.profile not in PROFILES:
             raise ValueError(f"profile must be one of {', '.join(PROFILES)}, not {self.profile!r}")
-        for name, variant in self.variants.items():
-            if variant.vocabulary not in self.vocabularies:
-                raise ValueError(f"'variants.{name}.vocabulary' is {variant.vocabulary!r}, not a key of vocabularies "
-                                 f"({', '.join(sorted(self.vocabularies))})")
         seen: dict[str, str] = {}
-        for section in ("variants", "scst", "reseeds", "scst_reseeds", "ensembles"):
-            for name in getattr(self, section):
-                if name in seen:
-                    raise ValueError(f"'{section}.{name}' reuses the name of '{seen[name]}.{name}'; "
-                                     "metrics files would collide")
-                seen[name] = section
-        for name, run in self.scst.items():
-            if run.init not in self.variants:
-                raise ValueError(f"'scst.{name}.init' is {run.init!r}, not a key of variants "
-                                 f"({', '.join(sorted(self.variants))})")
-        for name, member in self.reseeds.items():
-            base = self.variants.get(member.of)
-            if base is None:
-                raise ValueError(f"'reseeds.{name}.of' is {member.of!r}, not a key of variants")
-            if member.init is not None or member.seed == base.train.seed:
-                raise ValueError(f"'reseeds.{name}' needs a seed other than {member.of}'s and no init")
-        for name, member in self.scst_reseeds.items():
-            base = self.scst.get(member.of)
-            if base is None:
-                raise ValueError(f"'scst_reseeds.{name}.of' is {member.of!r}, not a key of scst")
-            init = self.reseeds.get(member.init or "")
-            if init is None or init.of != base.init or init.seed != member.seed:
-                raise ValueError(f"'scst_reseeds.{name}.init' must name the reseeds entry of {base.init} with "
-                                 f"seed {member.seed}, got {member.init!r}")
-        trained = self.trained()
-        for name, ensemble in self.ensembles.items():
-            unknown = [m for m in ensemble.members if m not in trained]
+        for paper in PAPERS:
+            for kind in ("systems", "ensembles"):
+                for name in getattr(self.paper(paper), kind):
+                    if name in seen:
+                        raise ValueError(f"'{paper}.{kind}.{name}' reuses the name of '{seen[name]}'; metrics files "
+                                         "would collide")
+                    seen[name] = f"{paper}.{kind}.{name}"
+        object.__setattr__(self, "_where", seen)
+        object.__setattr__(self, "_systems", {})
+        raw = self._raw_systems()
+        for name in raw:  # bases first, so that a mistake is reported at the entry that makes it
+            for base in reversed(self._bases(name)):
+                if base not in self._systems:
+                    self._systems[base] = self._resolve(base)
+        object.__setattr__(self, "_systems", {name: self._systems[name] for name in raw})
+        for name, system in self._systems.items():
+            where = self.where(name)
+            if system.objective == "scst":
+                init = self._systems.get(system.init)
+                if init is None or init.objective != "xe":
+                    raise ValueError(f"'{where}.init' is {system.init!r}, not a cross-entropy system")
+            elif system.vocabulary not in self.vocabularies:
+                raise ValueError(f"'{where}.vocabulary' is {system.vocabulary!r}, not a key of vocabularies "
+                                 f"({', '.join(sorted(self.vocabularies))})")
+        for name, ensemble in self.ensembles().items():
+            where = self.where(name)
+            unknown = [m for m in ensemble.members if m not in self._systems]
             if unknown:
-                raise ValueError(f"'ensembles.{name}.members': {unknown[0]!r} is not a trained system")
-            if len({repr(self.model_of(m)) for m in ensemble.members}) > 1:
-                raise ValueError(f"'ensembles.{name}.members' must share one model and model_args")
-            if len({isinstance(trained[m], ScstConfig) for m in ensemble.members}) > 1:
-                raise ValueError(f"'ensembles.{name}.members' mix cross-entropy and SCST systems")
+                raise ValueError(f"'{where}.members': {unknown[0]!r} is not a trained system")
+            if len({repr([getattr(self.model_of(m), k) for k in MODEL_KEYS]) for m in ensemble.members}) > 1:
+                raise ValueError(f"'{where}.members' must share one model, inputs and model_args")
+            if len({self._systems[m].objective for m in ensemble.members}) > 1:
+                raise ValueError(f"'{where}.members' mix cross-entropy and SCST systems")
 
-    def trained(self) -> dict[str, VariantConfig | ScstConfig]:
-        """Every trained system by name: cross-entropy variants, SCST runs and their reseeded ensemble members
-        (a member is its base system with `train.seed` replaced and, for SCST, `init` its own XE member)."""
-        def reseed(run, member: ReseedConfig):
-            changes = {"init": member.init} if member.init else {}
-            return dataclasses.replace(run, train=dataclasses.replace(run.train, seed=member.seed), **changes)
+    # ---- systems and their derivation
 
-        return {**self.variants, **self.scst,
-                **{name: reseed(self.variants[m.of], m) for name, m in self.reseeds.items()},
-                **{name: reseed(self.scst[m.of], m) for name, m in self.scst_reseeds.items()}}
+    def paper(self, name: str) -> PaperConfig:
+        return getattr(self, name)
 
-    def model_of(self, name: str) -> VariantConfig:
-        """The cross-entropy variant config (model, model_args) whose network the trained system `name` uses."""
-        run = self.trained()[name]
-        if isinstance(run, ScstConfig):
-            return self.model_of(run.init)
-        return dataclasses.replace(run, train=TrainConfig())
+    def _raw_systems(self) -> dict[str, dict]:
+        return {name: entry for paper in PAPERS for name, entry in self.paper(paper).systems.items()}
 
-    def stage_of(self, name: str) -> str:
-        """The dvc.yaml stage that produces system `name` (its MLflow tag)."""
-        for stage, section in (("train", "variants"), ("scst", "scst"), ("reseed", "reseeds"),
-                               ("reseed_scst", "scst_reseeds"), ("ensemble", "ensembles")):
-            if name in getattr(self, section):
-                return f"{stage}@{name}"
-        raise KeyError(name)
+    def where(self, name: str) -> str:
+        """The params.yaml key path of a system or ensemble, e.g. 'xlan.systems.xlan_enc1'."""
+        return self._where[name]
+
+    def paper_of(self, name: str) -> str:
+        return self.where(name).split(".")[0]
+
+    def stage(self, name: str) -> str:
+        """The DVC address of the stage that trains (or decodes) system or ensemble `name`."""
+        return f"pipelines/{self.paper_of(name)}/dvc.yaml:{name}"
+
+    def _bases(self, name: str) -> list[str]:
+        """`name` and the valid part of its `of` chain (`_layers` reports a broken or circular one)."""
+        out, raw = [name], self._raw_systems()
+        while isinstance(base := raw[out[-1]].get("of") if isinstance(raw[out[-1]], dict) else None, str) \
+                and base in raw and base not in out:
+            out.append(base)
+        return out
+
+    def chain(self, name: str) -> list[str]:
+        """The system and the entries it derives from (`of`), nearest first."""
+        return self._bases(name)
+
+    def _layers(self, name: str, visiting: tuple[str, ...] = ()) -> tuple[dict, dict]:
+        """(synthetic values, paper-scale overrides) of a system, each merged along its `of` chain: an entry
+        states what differs from its base, and its `paper:` block what differs at paper scale. A base of another
+        `model` contributes no model_args (its arguments are its own)."""
+        raw, where = self._raw_systems()[name], self.where(name)
+        if not isinstance(raw, dict):
+            raise InputError(f"params.yaml: '{where}' must be a mapping, got {type(raw).__name__}")
+        own = {k: v for k, v in raw.items() if k not in ("of", PAPER_KEY)}
+        paper = raw.get(PAPER_KEY) or {}
+        if not isinstance(paper, dict):
+            raise InputError(f"params.yaml: '{where}.{PAPER_KEY}' must be a mapping of paper-scale overrides")
+        base_name = raw.get("of")
+        if base_name is None:
+            return own, paper
+        if base_name in visiting or base_name == name:
+            raise InputError(f"params.yaml: '{where}.of' derives from itself ({' -> '.join((name, *visiting))})")
+        if not isinstance(base_name, str) or base_name not in self._raw_systems():
+            raise InputError(f"params.yaml: '{where}.of' is {base_name!r}, not a system"
+                             f"{_suggest(str(base_name), list(self._raw_systems()))}")
+        base, base_paper = self._layers(base_name, visiting + (name,))
+        if "model" in own and own["model"] != base.get("model"):
+            base = {k: v for k, v in base.items() if k != "model_args"}
+            base_paper = {k: v for k, v in base_paper.items() if k != "model_args"}
+        if own.get("objective", base.get("objective", "xe")) != base.get("objective", "xe"):
+            raise InputError(f"params.yaml: '{where}' derives from {base_name!r}, which has another objective")
+        return _deep_merge(base, own), _deep_merge(base_paper, paper)
+
+    def _resolve(self, name: str) -> SystemConfig:
+        where = self.where(name)
+        merged, paper = self._layers(name)
+        if self.profile == "real":
+            merged = _deep_merge(merged, paper)
+        if merged.get("objective") == "scst":
+            stated = [k for k in MODEL_KEYS if k in merged]
+            if stated:
+                raise InputError(f"params.yaml: '{where}.{stated[0]}': an scst system uses the model of its init; "
+                                 "state it there")
+        return build(SystemConfig, merged, where)
+
+    def systems(self) -> dict[str, SystemConfig]:
+        """Every trained system by name, resolved (profile applied, derivations merged)."""
+        return dict(self._systems)
+
+    def ensembles(self) -> dict[str, EnsembleConfig]:
+        return {name: e for paper in PAPERS for name, e in self.paper(paper).ensembles.items()}
+
+    def model_name(self, name: str) -> str:
+        """The cross-entropy system whose network `name` trains (itself) or continues (its `init`)."""
+        system = self._systems[name]
+        return system.init if system.objective == "scst" else name
+
+    def model_of(self, name: str) -> SystemConfig:
+        """The config of `model_name(name)`: model, vocabulary, inputs, model_args."""
+        return self._systems[self.model_name(name)]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -444,9 +529,6 @@ def repo_root() -> Path:
     return here
 
 
-PAPER_KEY = "paper"
-
-
 def apply_profile(tree: Any, real: bool, where: str = "") -> Any:
     """Resolve the `paper:` blocks of a params tree: under the real profile a block is deep-merged over the
     mapping that holds it (its values are the papers' settings), under the synthetic profile it is dropped.
@@ -484,7 +566,10 @@ def load(path: str | os.PathLike | None = None) -> Config:
     except yaml.YAMLError as err:
         raise InputError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from None
     if isinstance(data, dict):
+        systems = {k: v.pop("systems") for k, v in data.items() if k in PAPERS and isinstance(v, dict) and "systems" in v}
         data = apply_profile(data, data.get("profile") == "real")
+        for paper, entries in systems.items():  # their paper blocks merge along `of` chains (Config._layers)
+            data[paper]["systems"] = entries
     return build(Config, data)
 
 

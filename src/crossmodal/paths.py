@@ -17,7 +17,8 @@ COCO_CAPTION_FILES = tuple(RAW / "coco_captions" / "annotations" / f"captions_{s
 CAPTIONS = Path("data/processed/captions")
 IMAGES = CAPTIONS / "images.json"  # every image of the split file: id, path, split
 BACKBONE = Path("data/models/backbone.pt")
-REGIONS = Path("data/features/regions.h5")
+FEATURES = Path("data/features")
+REGIONS = FEATURES / "regions.h5"
 MODELS = Path("data/models")
 PREDICTIONS = Path("data/predictions")
 CHECKPOINTS = Path("data/checkpoints")
@@ -50,3 +51,8 @@ def submission(variant: str) -> Path:
     """The test-server caption file of a variant, named as the COCO server expects
     (`captions_test2014_<alg>_results.json`); on synthetic data the test split stands in for test2014."""
     return PREDICTIONS / variant / f"captions_test2014_{variant}_results.json"
+
+
+def features(name: str) -> Path:
+    """The HDF5 file of a feature set, the named input a system's `inputs` maps it to (data/feature_sets.py)."""
+    return FEATURES / f"{name}.h5"

@@ -1,0 +1,1 @@
+"""Readers and writers of the real data formats, and the named inputs models consume."""

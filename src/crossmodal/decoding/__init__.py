@@ -1,0 +1,1 @@
+"""Greedy, sampled and beam-search decoding, written once for every captioning model."""

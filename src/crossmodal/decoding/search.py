@@ -1,7 +1,9 @@
 """Caption decoding shared by every captioning model: greedy, multinomial sampling and batched beam search.
 
 Models only implement the small `StepModel` interface (encode once, then one word per `step`), so the
-search code lives here once, vectorised over images and beams, instead of inside each model.
+search code lives here once, vectorised over images and beams, instead of inside each model. A model reads its
+named inputs (`data.inputs`: a mapping name -> Padded(values [B, N, ...], mask [B, N])) in `encode`; the decoders
+only check them against the model's `INPUTS` and take the batch size from them.
 
 Output conventions (all three decoders): `seqs` is LongTensor[rows, max_length] holding only words;
 `<eos>` is never written, every position after the end is 0 (`<pad>`), so a caption is the tokens before
@@ -20,6 +22,7 @@ import torch
 from torch import Tensor
 
 from ..data.captions import BOS, EOS, PAD, UNK  # noqa: F401  (the vocabulary convention lives there)
+from ..data.inputs import Inputs, batch_size, check_inputs
 
 Encoded = Any  # nested tuple/list/dict of tensors (batch dim first), or None
 State = Any
@@ -27,10 +30,14 @@ State = Any
 
 @runtime_checkable
 class StepModel(Protocol):
-    """The decoding interface of every captioning model."""
+    """The decoding interface of every captioning model.
 
-    def encode(self, feats: Tensor, mask: Tensor) -> Encoded:
-        """feats FloatTensor[B, N, D], mask BoolTensor[B, N] (True = real region) -> per-image encoding."""
+    A model may also name the inputs it needs in `INPUTS` (tuple of names, as every `Captioner` does); the
+    decoders then check that the batch has them. Without `INPUTS` only the inputs' shapes are checked.
+    """
+
+    def encode(self, inputs: Inputs) -> Encoded:
+        """Named inputs, each Padded(values [B, N, ...], mask BoolTensor[B, N] True = real) -> per-image encoding."""
         ...
 
     def init_state(self, encoded: Encoded, batch_size: int) -> State:
@@ -72,11 +79,12 @@ def _allowed(logprobs: Tensor) -> Tensor:
     return logprobs.detach().index_fill(-1, torch.tensor([PAD, BOS], device=logprobs.device), float("-inf"))
 
 
-def _check(feats: Tensor, mask: Tensor, max_length: int) -> None:
-    if feats.dim() != 3 or mask.shape != feats.shape[:2]:
-        raise ValueError(f"feats must be [B, N, D] and mask [B, N]; got {tuple(feats.shape)} and {tuple(mask.shape)}")
+def _check(model: StepModel, inputs: Inputs, max_length: int) -> tuple[int, torch.device]:
+    """Validate the inputs (against `model.INPUTS` when the model names them) -> (batch size, device)."""
+    check_inputs(inputs, getattr(model, "INPUTS", ()))
     if max_length < 1:
         raise ValueError(f"max_length must be >= 1, got {max_length}")
+    return batch_size(inputs), next(iter(inputs.values())).mask.device
 
 
 def _append(seqs: Tensor, t: int, chosen: Tensor, finished: Tensor) -> tuple[Tensor, Tensor]:
@@ -86,16 +94,14 @@ def _append(seqs: Tensor, t: int, chosen: Tensor, finished: Tensor) -> tuple[Ten
     return ended, torch.where(ended, torch.full_like(chosen, PAD), chosen)
 
 
-def greedy_decode(model: StepModel, feats: Tensor, mask: Tensor, max_length: int) -> tuple[Tensor, Tensor]:
-    """Argmax decoding -> (seqs LongTensor[B, max_length], summed logprobs FloatTensor[B]).
+def greedy_decode(model: StepModel, inputs: Inputs, max_length: int) -> tuple[Tensor, Tensor]:
+    """Argmax decoding of B images -> (seqs LongTensor[B, max_length], summed logprobs FloatTensor[B]).
 
     Runs under the caller's grad mode (SCST's greedy baseline wraps it in no_grad itself).
     """
-    _check(feats, mask, max_length)
-    batch = feats.size(0)
-    encoded = model.encode(feats, mask)
+    batch, device = _check(model, inputs, max_length)
+    encoded = model.encode(inputs)
     state = model.init_state(encoded, batch)
-    device = feats.device
     words = torch.full((batch,), BOS, dtype=torch.long, device=device)
     finished = torch.zeros(batch, dtype=torch.bool, device=device)
     seqs = torch.zeros(batch, max_length, dtype=torch.long, device=device)
@@ -114,8 +120,7 @@ def greedy_decode(model: StepModel, feats: Tensor, mask: Tensor, max_length: int
 
 def sample_decode(
     model: StepModel,
-    feats: Tensor,
-    mask: Tensor,
+    inputs: Inputs,
     max_length: int,
     n_samples: int,
     generator: torch.Generator | None = None,
@@ -129,15 +134,14 @@ def sample_decode(
     carries gradients (the caller chooses the grad mode). `temperature` only sharpens/flattens the
     sampling distribution.
     """
-    _check(feats, mask, max_length)
+    batch, device = _check(model, inputs, max_length)
     if n_samples < 1:
         raise ValueError(f"n_samples must be >= 1, got {n_samples}")
     if temperature <= 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
-    rows = feats.size(0) * n_samples
-    encoded = repeat_rows(model.encode(feats, mask), n_samples)
+    rows = batch * n_samples
+    encoded = repeat_rows(model.encode(inputs), n_samples)
     state = model.init_state(encoded, rows)
-    device = feats.device
     words = torch.full((rows,), BOS, dtype=torch.long, device=device)
     finished = torch.zeros(rows, dtype=torch.bool, device=device)
     seqs = torch.zeros(rows, max_length, dtype=torch.long, device=device)
@@ -161,8 +165,7 @@ def sample_decode(
 @torch.no_grad()
 def beam_search(
     model: StepModel,
-    feats: Tensor,
-    mask: Tensor,
+    inputs: Inputs,
     beam_size: int,
     max_length: int,
     length_normalization: bool = False,
@@ -177,12 +180,11 @@ def beam_search(
     uses score / length (length counts the words plus the `<eos>` token), the search itself stays on
     summed log-probabilities.
     """
-    _check(feats, mask, max_length)
+    batch, device = _check(model, inputs, max_length)
     if beam_size < 1:
         raise ValueError(f"beam_size must be >= 1, got {beam_size}")
-    batch, k = feats.size(0), beam_size
-    device = feats.device
-    encoded = repeat_rows(model.encode(feats, mask), k)
+    k = beam_size
+    encoded = repeat_rows(model.encode(inputs), k)
     state = model.init_state(encoded, batch * k)
 
     scores = torch.zeros(batch, k, device=device)

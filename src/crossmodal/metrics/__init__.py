@@ -1,0 +1,1 @@
+"""Evaluation: caption metrics (pycocoevalcap), fast CIDEr-D, VQA accuracy, reference points."""

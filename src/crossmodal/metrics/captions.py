@@ -23,6 +23,7 @@ from typing import Any, Hashable, Mapping, Sequence
 import numpy as np
 
 from crossmodal.io import InputError, read_json, write_json
+from crossmodal.metrics.cider import CiderD
 
 METRICS = ("BLEU-1", "BLEU-2", "BLEU-3", "BLEU-4", "METEOR", "ROUGE-L", "CIDEr", "SPICE")
 SPICE_UNAVAILABLE = "unavailable (Stanford CoreNLP jars not installed)"
@@ -94,15 +95,29 @@ def _shutdown_meteor() -> None:
 atexit.register(_shutdown_meteor)
 
 
-def _meteor_score(gts: dict, res: dict) -> float:
-    """METEOR 1.5 corpus score through pycocoevalcap's wrapper, on a process started once and reused."""
+def _meteor() -> Any:
+    """The process's METEOR scorer, started when first needed (call with `_meteor_lock` held)."""
     global _meteor_instance
     from pycocoevalcap.meteor.meteor import Meteor
 
+    if _meteor_instance is None or _meteor_instance.meteor_p.poll() is not None:
+        _meteor_instance = Meteor()
+    return _meteor_instance
+
+
+def start_meteor() -> None:
+    """Start METEOR's JVM now, so that it loads its paraphrase table (seconds) while the caller trains or decodes
+    instead of when the first evaluation needs it."""
+    if shutil.which("java") is not None:
+        with _meteor_lock:
+            _meteor()
+
+
+def _meteor_score(gts: dict, res: dict) -> float:
+    """METEOR 1.5 corpus score through pycocoevalcap's wrapper, on a process started once and reused."""
+    global _meteor_instance
     with _meteor_lock:
-        if _meteor_instance is None or _meteor_instance.meteor_p.poll() is not None:
-            _meteor_instance = Meteor()
-        meteor = _meteor_instance
+        meteor = _meteor()
         try:
             score, _ = meteor.compute_score(gts, res)
         except Exception as err:
@@ -194,8 +209,6 @@ def evaluate_captions(predictions: dict[int, str], references: dict[int, list[st
 
 def cider_only(predictions: dict[int, str], references: dict[int, list[str]]) -> float:
     """Corpus CIDEr-D after PTB tokenization (the per-epoch validation score): no METEOR JVM."""
-    from crossmodal.metrics.cider import CiderD
-
     require_java()
     _check_predictions(predictions, references)
     gts, res = _tokenize_pair(predictions, references)

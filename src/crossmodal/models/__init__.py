@@ -1,0 +1,1 @@
+"""One file per trained system (`model: <file name>` in params.yaml), each defining MODEL."""

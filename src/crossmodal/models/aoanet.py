@@ -12,13 +12,14 @@ c_{t-1} and the output; 0.1 on the attention weights and the refiner's residual 
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 
 from ..modules.additive import masked_mean
-from ..modules.aoa import AoARefiner, AttentionOnAttention, MultiHeadAttention
+from ..modules.aoa import AoARefiner, AttentionOnAttention, aoa_attention
 from .base import Captioner
 
 
@@ -43,25 +44,28 @@ class AoANetArgs:
 
 class AoANet(Captioner):
     Args = AoANetArgs
+    INPUTS = ("regions",)
 
-    def __init__(self, args: AoANetArgs, vocab_size: int, feature_dim: int):
+    def __init__(self, args: AoANetArgs, vocab_size: int, input_dims: Mapping[str, int]):
         super().__init__()
         self.args = args
         self.vocab_size = vocab_size
         d = args.hidden_dim
-        self.feature_embed = nn.Sequential(nn.Linear(feature_dim, d), nn.ReLU(), nn.Dropout(args.feature_dropout))
+        self.feature_embed = nn.Sequential(nn.Linear(input_dims["regions"], d), nn.ReLU(),
+                                           nn.Dropout(args.feature_dropout))
         self.refiner = AoARefiner(d, args.heads, args.refiner_layers, args.pre_norm, args.attention_dropout,
                                   args.aoa_dropout, args.residual_dropout)
         self.word_embed = nn.Sequential(nn.Embedding(vocab_size, args.embed_dim), nn.ReLU(), nn.Dropout(args.dropout))
         self.lstm = nn.LSTMCell(args.embed_dim + d, d)
         self.ctx_dropout = nn.Dropout(args.ctx_dropout)
         self.query_norm = nn.LayerNorm(d)
-        self.attention = MultiHeadAttention(d, args.heads, args.attention_dropout)
+        self.attention = aoa_attention(d, args.heads, args.attention_dropout)
         self.aoa = AttentionOnAttention(d)
         self.dropout = nn.Dropout(args.dropout)
         self.logits = nn.Linear(d, vocab_size)
 
-    def encode(self, feats, mask):
+    def encode(self, inputs):
+        feats, mask = inputs["regions"]
         regions = self.refiner(self.feature_embed(feats), mask)
         return (mask, masked_mean(regions, mask), *self.attention.project_kv(regions))
 
@@ -77,3 +81,6 @@ class AoANet(Captioner):
         ctx = self.aoa(attended.squeeze(1), h)
         logprobs = torch.log_softmax(self.logits(self.dropout(ctx)), dim=-1)
         return logprobs, (h, m, ctx)
+
+
+MODEL = AoANet

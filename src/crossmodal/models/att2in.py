@@ -13,6 +13,7 @@ Linear + ReLU + Dropout (as that code's Att2in2 and our Up-Down do; its Att2in a
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import torch
@@ -33,14 +34,15 @@ class Att2inArgs:
 
 class Att2in(Captioner):
     Args = Att2inArgs
+    INPUTS = ("regions",)
 
-    def __init__(self, args: Att2inArgs, vocab_size: int, feature_dim: int):
+    def __init__(self, args: Att2inArgs, vocab_size: int, input_dims: Mapping[str, int]):
         super().__init__()
         self.args = args
         self.vocab_size = vocab_size
         hidden = args.hidden_dim
         self.feature_embed = nn.Sequential(
-            nn.Linear(feature_dim, hidden), nn.ReLU(), nn.Dropout(args.feature_dropout)
+            nn.Linear(input_dims["regions"], hidden), nn.ReLU(), nn.Dropout(args.feature_dropout)
         )
         self.word_embed = nn.Embedding(vocab_size, args.embed_dim)
         self.attention = AdditiveAttention(hidden, hidden, args.att_hidden_dim)
@@ -50,7 +52,8 @@ class Att2in(Captioner):
         self.dropout = nn.Dropout(args.dropout)
         self.logits = nn.Linear(hidden, vocab_size)
 
-    def encode(self, feats, mask):
+    def encode(self, inputs):
+        feats, mask = inputs["regions"]
         regions = self.feature_embed(feats)
         return regions, mask, self.attention.project_keys(regions)
 
@@ -68,3 +71,6 @@ class Att2in(Captioner):
         c = in_gate * torch.maximum(*candidate.chunk(2, 1)) + forget_gate * c
         h = out_gate * torch.tanh(c)
         return torch.log_softmax(self.logits(self.dropout(h)), dim=-1), (h, c)
+
+
+MODEL = Att2in

@@ -1,25 +1,30 @@
 """The captioner interface shared by every captioning model, and teacher-forced training through it.
 
-A model implements `encode(feats, mask)`, `init_state(encoded, batch_size)` and
-`step(words, state, encoded) -> (log-probabilities, state)` (the `StepModel` protocol of
-`decoding.search`); training, greedy/beam/sampled decoding and ensembles are all written once against it.
+A model names the inputs it consumes in `INPUTS` (keys of the batch's `data.inputs.Inputs` mapping), is built as
+`Model(args, vocab_size, input_dims)` with `input_dims` the feature size of each input name, and implements
+`encode(inputs)`, `init_state(encoded, batch_size)` and `step(words, state, encoded) -> (log-probabilities, state)`
+(the `StepModel` protocol of `decoding.search`); training, greedy/beam/sampled decoding and ensembles are all
+written once against it. A model module of this package defines `MODEL = <its class>` (see `registry`).
 """
 from __future__ import annotations
 
 import abc
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
 
 from ..data.captions import BOS
+from ..data.inputs import Inputs, check_inputs
 from ..decoding.search import repeat_rows
 
 
 class Captioner(nn.Module, abc.ABC):
+    INPUTS: ClassVar[tuple[str, ...]]  # the named inputs `encode` reads, e.g. ("regions",)
+
     @abc.abstractmethod
-    def encode(self, feats: torch.Tensor, mask: torch.Tensor) -> Any:
-        """Per-image tensors reused at every step (batch dim first)."""
+    def encode(self, inputs: Inputs) -> Any:
+        """Per-image tensors reused at every step (batch dim first), from the inputs named in INPUTS."""
 
     @abc.abstractmethod
     def init_state(self, encoded: Any, batch_size: int) -> Any:
@@ -29,16 +34,20 @@ class Captioner(nn.Module, abc.ABC):
     def step(self, words: torch.Tensor, state: Any, encoded: Any) -> tuple[torch.Tensor, Any]:
         """Log-probabilities [B, V] of the next word given the current one, and the new state."""
 
-    def forward(self, feats, mask, targets, seq_per_img: int = 1, ss_prob: float = 0.0, generator=None):
+    def _encode_rows(self, inputs: Inputs, seq_per_img: int) -> Any:
+        """`encode` of the checked inputs, each image's rows repeated `seq_per_img` times (one per caption)."""
+        check_inputs(inputs, self.INPUTS)
+        return repeat_rows(self.encode(inputs), seq_per_img)
+
+    def forward(self, inputs: Inputs, targets, seq_per_img: int = 1, ss_prob: float = 0.0, generator=None):
         """Teacher-forced log-probabilities [B*seq_per_img, T+1, V] for predicting targets followed by <eos>.
 
-        targets [B*seq_per_img, T] are word ids (0-padded); the input at t is <bos> then targets[:, t-1].
+        inputs: the batch's named inputs (B images); targets [B*seq_per_img, T] are word ids (0-padded); the
+        input at t is <bos> then targets[:, t-1].
         With scheduled sampling (ss_prob > 0) each input word is replaced, with that probability, by a word
         sampled from the model's own previous distribution (Bengio et al. 2015, as in the official codes).
         """
-        encoded = self.encode(feats, mask)
-        if seq_per_img > 1:
-            encoded = repeat_rows(encoded, seq_per_img)
+        encoded = self._encode_rows(inputs, seq_per_img)
         n, steps = targets.shape
         state = self.init_state(encoded, n)
         words = targets.new_full((n,), BOS)

@@ -2,7 +2,8 @@
 
 The average of log-probabilities (a normalised product of experts up to a constant) is what the beam search
 scores; each member keeps its own encoding and decoder state, so members may differ in everything but the
-vocabulary.
+vocabulary. The ensemble consumes the union of its members' named inputs, and every member reads its own from the
+same mapping.
 """
 from __future__ import annotations
 
@@ -19,8 +20,13 @@ class Ensemble(Captioner):
             raise ValueError("an ensemble needs at least one member")
         self.members = nn.ModuleList(members)
 
-    def encode(self, feats, mask):
-        return tuple(m.encode(feats, mask) for m in self.members)
+    @property
+    def INPUTS(self) -> tuple[str, ...]:  # a class attribute on single models
+        """The members' INPUTS, united in order of first appearance."""
+        return tuple(dict.fromkeys(name for m in self.members for name in m.INPUTS))
+
+    def encode(self, inputs):
+        return tuple(m.encode(inputs) for m in self.members)
 
     def init_state(self, encoded, batch_size):
         return tuple(m.init_state(e, batch_size) for m, e in zip(self.members, encoded))

@@ -1,38 +1,92 @@
-"""Model registry: the `model:` name of a variant in params.yaml -> captioner class.
+"""Model registry: the `model:` name of a system in params.yaml -> its captioner class, one module per model.
+
+`model: <name>` is the module `crossmodal.models.<name>`, which defines `MODEL = <its Captioner class>`. Modules
+are imported only when a system names them (`importlib.import_module`), never here at import time, so adding a
+model file changes no other module's import closure (and so reruns no pipeline stage of another model). The
+available names are found without importing anything: the `models/*.py` files with a module-level `MODEL =`.
 
 Each class carries its own frozen `Args` dataclass, so `model_args` are validated (unknown keys, types)
 with the same strict loader as the rest of params.yaml.
 """
 from __future__ import annotations
 
+import difflib
+import importlib
 import io
 import pickle
+import re
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any, Protocol
 
 import torch
 
-from ..config import VariantConfig, build
+from ..config import build
 from ..io import InputError
-from .aoanet import AoANet
-from .att2in import Att2in
 from .base import Captioner
-from .showtell import ShowTell
-from .transformer import Transformer, XTransformer
-from .updown import UpDown
-from .xlan import XLAN
 
-MODELS: dict[str, type[Captioner]] = {"showtell": ShowTell, "att2in": Att2in, "updown": UpDown, "aoanet": AoANet,
-                                     "xlan": XLAN, "transformer": Transformer, "xtransformer": XTransformer}
+_DEFINES_MODEL = re.compile(r"^MODEL\s*=", re.MULTILINE)
 
 
-def build_model(name: str, variant: VariantConfig, vocab_size: int, feature_dim: int) -> Captioner:
-    if variant.model not in MODELS:
-        raise InputError(
-            f"params.yaml: 'variants.{name}.model' is {variant.model!r}; registered models: {', '.join(sorted(MODELS))}"
-        )
-    cls = MODELS[variant.model]
-    args = build(cls.Args, variant.model_args, f"variants.{name}.model_args")
-    return cls(args, vocab_size, feature_dim)
+class ModelSpec(Protocol):
+    """What `build_model` reads of a system's params: the model's name and its arguments."""
+
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def model_args(self) -> Mapping[str, Any]: ...
+
+
+def available_models() -> list[str]:
+    """The model names: modules of this package whose source has a line starting `MODEL =` (read, not imported)."""
+    return sorted(path.stem for path in Path(__file__).parent.glob("*.py")
+                  if _DEFINES_MODEL.search(path.read_text(encoding="utf-8")))
+
+
+def _unknown(model_name: str) -> str:
+    """'<name>' (did you mean ...?); available models: ..."""
+    names = available_models()
+    close = difflib.get_close_matches(model_name, names, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return f"{model_name!r}{hint}; available models: {', '.join(names)}"
+
+
+def _find(model_name: str) -> type[Captioner] | None:
+    if model_name not in available_models():  # also keeps names like "base" or "a.b" from being imported
+        return None
+    cls = getattr(importlib.import_module(f"{__package__}.{model_name}"), "MODEL", None)
+    return cls if isinstance(cls, type) and issubclass(cls, Captioner) else None
+
+
+def model_module(model_name: str) -> str:
+    """The module that defines model `model_name`, crossmodal.models.<model_name> (where a pipeline's import
+    closure of that model starts), without importing it; InputError for an unknown name."""
+    if model_name not in available_models():
+        raise InputError(f"unknown model {_unknown(model_name)}")
+    return f"{__package__}.{model_name}"
+
+
+def model_class(model_name: str) -> type[Captioner]:
+    """The class `MODEL` of module crossmodal.models.<model_name>, imported now; InputError when there is none."""
+    cls = _find(model_name)
+    if cls is None:
+        raise InputError(f"unknown model {_unknown(model_name)}")
+    return cls
+
+
+def build_model(where: str, variant: ModelSpec, vocab_size: int, input_dims: Mapping[str, int]) -> Captioner:
+    """The captioner of the system at params key path `where` (errors name it): `variant.model` built from
+    `variant.model_args`, with the feature size of each named input it consumes in `input_dims`."""
+    cls = _find(variant.model)
+    if cls is None:
+        raise InputError(f"params.yaml: '{where}.model' is {_unknown(variant.model)}")
+    missing = [input_name for input_name in cls.INPUTS if input_name not in input_dims]
+    if missing:
+        raise InputError(f"params.yaml: '{where}': model {variant.model!r} consumes input(s) "
+                         f"{', '.join(missing)}, which the system does not provide (it has: {', '.join(input_dims)})")
+    args = build(cls.Args, variant.model_args, f"{where}.model_args")
+    return cls(args, vocab_size, input_dims)
 
 
 def read_model_file(path: Path, stage: str) -> tuple[bytes, dict]:

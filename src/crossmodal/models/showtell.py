@@ -9,6 +9,7 @@ GoogLeNet/Inception), and the LSTM keeps PyTorch's default biases (that code bui
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import torch
@@ -27,19 +28,21 @@ class ShowTellArgs:
 
 class ShowTell(Captioner):
     Args = ShowTellArgs
+    INPUTS = ("regions",)
 
-    def __init__(self, args: ShowTellArgs, vocab_size: int, feature_dim: int):
+    def __init__(self, args: ShowTellArgs, vocab_size: int, input_dims: Mapping[str, int]):
         super().__init__()
         self.args = args
         self.vocab_size = vocab_size
-        self.image_embed = nn.Linear(feature_dim, args.embed_dim)
+        self.image_embed = nn.Linear(input_dims["regions"], args.embed_dim)
         self.word_embed = nn.Embedding(vocab_size, args.embed_dim)
         self.lstm = nn.LSTMCell(args.embed_dim, args.hidden_dim)
         self.dropout = nn.Dropout(args.dropout)
         self.logits = nn.Linear(args.hidden_dim, vocab_size)
 
-    def encode(self, feats, mask):
+    def encode(self, inputs):
         """The embedded image x_{-1} [B, E]."""
+        feats, mask = inputs["regions"]
         return self.image_embed(masked_mean(feats, mask))
 
     def init_state(self, encoded, batch_size):
@@ -50,3 +53,6 @@ class ShowTell(Captioner):
     def step(self, words, state, encoded):
         h, c = self.lstm(self.word_embed(words), state)
         return torch.log_softmax(self.logits(self.dropout(h)), dim=-1), (h, c)
+
+
+MODEL = ShowTell

@@ -8,6 +8,7 @@ This is also the "LSTM + conventional attention" base of X-LAN Table 3.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import torch
@@ -28,13 +29,14 @@ class UpDownArgs:
 
 class UpDown(Captioner):
     Args = UpDownArgs
+    INPUTS = ("regions",)
 
-    def __init__(self, args: UpDownArgs, vocab_size: int, feature_dim: int):
+    def __init__(self, args: UpDownArgs, vocab_size: int, input_dims: Mapping[str, int]):
         super().__init__()
         self.args = args
         self.vocab_size = vocab_size
         self.feature_embed = nn.Sequential(
-            nn.Linear(feature_dim, args.hidden_dim), nn.ReLU(), nn.Dropout(args.feature_dropout)
+            nn.Linear(input_dims["regions"], args.hidden_dim), nn.ReLU(), nn.Dropout(args.feature_dropout)
         )
         self.word_embed = nn.Sequential(nn.Embedding(vocab_size, args.embed_dim), nn.ReLU(), nn.Dropout(args.dropout))
         self.att_lstm = nn.LSTMCell(args.hidden_dim * 2 + args.embed_dim, args.hidden_dim)
@@ -43,7 +45,8 @@ class UpDown(Captioner):
         self.dropout = nn.Dropout(args.dropout)
         self.logits = nn.Linear(args.hidden_dim, vocab_size)
 
-    def encode(self, feats, mask):
+    def encode(self, inputs):
+        feats, mask = inputs["regions"]
         regions = self.feature_embed(feats)
         return regions, mask, masked_mean(regions, mask), self.attention.project_keys(regions)
 
@@ -59,3 +62,6 @@ class UpDown(Captioner):
         h_lang, c_lang = self.lang_lstm(torch.cat([context, h_att], 1), (h_lang, c_lang))
         logprobs = torch.log_softmax(self.logits(self.dropout(h_lang)), dim=-1)
         return logprobs, (h_att, c_att, h_lang, c_lang)
+
+
+MODEL = UpDown

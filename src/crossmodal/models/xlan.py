@@ -22,6 +22,7 @@ Choices and deviations:
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import torch
@@ -57,13 +58,14 @@ class XLANArgs:
 
 class XLAN(Captioner):
     Args = XLANArgs
+    INPUTS = ("regions",)
 
-    def __init__(self, args: XLANArgs, vocab_size: int, feature_dim: int):
+    def __init__(self, args: XLANArgs, vocab_size: int, input_dims: Mapping[str, int]):
         super().__init__()
         self.args = args
         self.vocab_size = vocab_size
         d = args.hidden_dim
-        self.feature_embed = nn.Sequential(nn.Linear(feature_dim, d), ACTIVATIONS[args.activation](),
+        self.feature_embed = nn.Sequential(nn.Linear(input_dims["regions"], d), ACTIVATIONS[args.activation](),
                                            nn.Dropout(args.feature_dropout))
         self.encoder = nn.ModuleList(
             XLinearEncoderLayer(d, args.heads, args.activation, args.heads, args.attention_dropout, args.block_dropout)
@@ -78,7 +80,8 @@ class XLAN(Captioner):
         self.dropout = nn.Dropout(args.dropout)
         self.logits = nn.Linear(d, vocab_size)
 
-    def encode(self, feats, mask):
+    def encode(self, inputs):
+        feats, mask = inputs["regions"]
         keys = values = self.feature_embed(feats)
         query = masked_mean(values, mask)  # v^(0)
         attended = [query]
@@ -100,3 +103,6 @@ class XLAN(Captioner):
         ctx = F.glu(self.context(torch.cat([attended, h], 1)), dim=-1)
         logprobs = torch.log_softmax(self.logits(self.dropout(ctx)), dim=-1)
         return logprobs, (h, m, ctx)
+
+
+MODEL = XLAN

@@ -1,0 +1,1 @@
+"""Attention mechanisms the models are built from, one file each."""

@@ -1,7 +1,8 @@
 """Attention on Attention (Huang et al., ICCV 2019): multi-head dot-product attention, the AoA gate, the refiner.
 
-- Eqs. 3-5: f_mh-att(Q, K, V) = Concat(head_1..head_H), head_h = softmax(Q_h K_h^T / sqrt(d)) V_h, d = D / H.
-  There is no output projection: AoA takes its place (as in the official code).
+- Eqs. 3-5: f_mh-att(Q, K, V) = Concat(head_1..head_H), head_h = softmax(Q_h K_h^T / sqrt(d)) V_h, d = D / H
+  (`aoa_attention`, the shared `multihead.MultiHeadAttention`). There is no output projection: AoA takes its
+  place (as in the official code).
 - Eq. 1: AoA(f_att, Q, K, V) = sigmoid(W_q^g Q + W_v^g V^ + b^g) * (W_q^i Q + W_v^i V^ + b^i), V^ = f_att(Q, K, V),
   computed as GLU(Linear(2D -> 2D)([V^; Q])); see `AttentionOnAttention` for which weight slice is which.
 - Eq. 2, one refiner layer: A' = LayerNorm(A + AoA(f_mh-att, W^Q A, W^K A, W^V A)); no feed-forward sublayer.
@@ -17,46 +18,21 @@ Choices:
 """
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .additive import masked_softmax
+from .multihead import MultiHeadAttention
 
 
-class MultiHeadAttention(nn.Module):
-    """Scaled dot-product attention with `heads` heads (eqs. 3-5), vectorised as [B, H, N, d].
+def aoa_attention(dim: int, heads: int, dropout: float = 0.0) -> MultiHeadAttention:
+    """f_mh-att of eqs. 3-5: scaled dot-product attention with `heads` heads and no output projection, its
+    W^Q and [W^K; W^V] (rows [:D] W^K, rows [D:] W^V) named query_proj and kv_proj, as trained AoANet files have them.
 
     Keys and values are projected by `project_kv`, apart from `forward`, so the decoder projects the refined
     regions once per image (W^K_d A, W^V_d A) and reuses them at every step.
     """
-
-    def __init__(self, dim: int, heads: int, dropout: float = 0.0):
-        super().__init__()
-        if dim % heads:
-            raise ValueError(f"dim {dim} is not divisible by heads {heads}")
-        self.heads = heads
-        self.query_proj = nn.Linear(dim, dim)  # W^Q
-        self.kv_proj = nn.Linear(dim, 2 * dim)  # rows [:D] W^K, rows [D:] W^V
-        self.dropout = nn.Dropout(dropout)
-
-    def _split(self, x: torch.Tensor) -> torch.Tensor:
-        """[B, N, D] -> [B, H, N, d]."""
-        return x.unflatten(-1, (self.heads, -1)).transpose(1, 2)
-
-    def project_kv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """x [B, N, D] -> (keys, values), each [B, H, N, d]."""
-        keys, values = self.kv_proj(x).chunk(2, dim=-1)
-        return self._split(keys), self._split(values)
-
-    def forward(self, query, keys, values, mask):
-        """query [B, Nq, D], keys/values from `project_kv`, mask [B, N] -> (V^ [B, Nq, D], weights [B, H, Nq, N])."""
-        q = self._split(self.query_proj(query))
-        scores = q @ keys.transpose(-1, -2) / math.sqrt(q.size(-1))
-        weights = masked_softmax(scores, mask[:, None, None, :])
-        return (self.dropout(weights) @ values).transpose(1, 2).flatten(2), weights
+    return MultiHeadAttention(dim, heads, dropout, projections=("query_proj", "kv_proj"))
 
 
 class AttentionOnAttention(nn.Module):
@@ -85,7 +61,7 @@ class AoARefiner(nn.Module):
                  aoa_dropout: float = 0.0, residual_dropout: float = 0.0):
         super().__init__()
         self.pre_norm = pre_norm
-        self.attentions = nn.ModuleList(MultiHeadAttention(dim, heads, attention_dropout) for _ in range(layers))
+        self.attentions = nn.ModuleList(aoa_attention(dim, heads, attention_dropout) for _ in range(layers))
         self.aoas = nn.ModuleList(AttentionOnAttention(dim, aoa_dropout) for _ in range(layers))
         self.norms = nn.ModuleList(nn.LayerNorm(dim) for _ in range(layers))
         self.final_norm = nn.LayerNorm(dim) if pre_norm else nn.Identity()

@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from .additive import masked_softmax
+from .multihead import check_heads, head_mask, merge_heads, split_heads
 
 ACTIVATIONS = {"relu": lambda: nn.ReLU(), "celu": lambda: nn.CELU(alpha=1.3), "elu": lambda: nn.ELU()}
 
@@ -48,8 +49,7 @@ class XLinearAttention(nn.Module):
         super().__init__()
         if activation not in ACTIVATIONS:
             raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)}, not {activation!r}")
-        if dim % heads:
-            raise ValueError(f"dim {dim} is not divisible by heads {heads}")
+        check_heads(dim, heads)
         query_dim = query_dim or dim
         self.heads, head_dim = heads, dim // heads
         mid_dim = mid_dim or head_dim // 2  # the official 64 for 128-d heads
@@ -61,30 +61,26 @@ class XLinearAttention(nn.Module):
         self.spatial = nn.Linear(mid_dim, 1)  # w_b
         self.channel = nn.Linear(mid_dim, head_dim)  # W_e
 
-    def _split(self, x: torch.Tensor) -> torch.Tensor:
-        """[B, N, D] -> [B, H, N, d]."""
-        return x.unflatten(-1, (self.heads, -1)).transpose(1, 2)
-
     def project_kv(self, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Keys and values [B, N, D] -> P_k(k), P_v2(v) split into heads [B, H, N, d]; a decoder computes
         them once per image and passes them to `attend` at every step."""
-        return self._split(self.key(keys)), self._split(self.value(values))
+        return split_heads(self.key(keys), self.heads), split_heads(self.value(values), self.heads)
 
     def attend(self, query, keys, values, mask):
         """`forward` on keys/values from `project_kv`."""
         single = query.dim() == 2
         if single:
             query = query.unsqueeze(1)
-        q = self._split(self.query_key(query)).unsqueeze(3)  # [B, H, Nq, 1, d]
-        u = self._split(self.query_value(query))  # [B, H, Nq, d]
+        q = split_heads(self.query_key(query), self.heads).unsqueeze(3)  # [B, H, Nq, 1, d]
+        u = split_heads(self.query_value(query), self.heads)  # [B, H, Nq, d]
         embedded = self.embed(q * keys.unsqueeze(2))  # B'_k [B, H, Nq, N, m]
-        region_mask = mask[:, None, None, :] if mask.dim() == 2 else mask[:, None]  # [B, 1, 1 or Nq, N]
+        region_mask = head_mask(mask)  # [B, 1, 1 or Nq, N]
         weights = masked_softmax(self.spatial(embedded).squeeze(-1), region_mask)  # β^s [B, H, Nq, N]
         keep = region_mask.unsqueeze(-1).to(embedded.dtype)
         pooled = (embedded * keep).sum(3) / keep.sum(3).clamp(min=1.0)  # masked mean [B, H, Nq, m]
         gate = torch.sigmoid(self.channel(pooled))  # β^c [B, H, Nq, d]
         attended = gate * u * (weights @ values)  # [B, H, Nq, d]
-        out = attended.transpose(1, 2).flatten(2)  # heads concatenated [B, Nq, D]
+        out = merge_heads(attended)  # [B, Nq, D]
         return (out.squeeze(1) if single else out), weights
 
     def forward(self, query, keys, values, mask):

@@ -1,0 +1,1 @@
+"""Transcribed paper tables and the builder that sets our numbers beside them."""

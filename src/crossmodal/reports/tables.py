@@ -64,7 +64,7 @@ from typing import Any
 import yaml
 
 from crossmodal import paths
-from crossmodal.io import InputError, read_json, write_text
+from crossmodal.io import InputError, read_json, write_json, write_text
 
 REFERENCE_LABELS = {"constant_caption": "Constant caption", "human_ceiling": "Human ceiling"}
 REFERENCE_HEADING = "Reference points (ours, same test split)"
@@ -309,12 +309,21 @@ def _load_row(raw: Any, where: str, label_fields: tuple[LabelField, ...], column
     return Row(labels, values, variant, cited, notes)
 
 
-def load_tables(paper_tables_dir: str | os.PathLike) -> list[PaperTable]:
-    """All `*.yaml` tables of a directory, in file-name order (so outputs are deterministic)."""
-    paths = sorted(Path(paper_tables_dir).glob("*.yaml"))
-    if not paths:
-        raise InputError(f"{paper_tables_dir}: no paper tables (*.yaml)")
-    return [load_table(p) for p in paths]
+PAPER_TABLES = Path(__file__).parent / "paper_tables"
+
+
+def table_file(table_id: str, directory: Path = PAPER_TABLES) -> Path:
+    """The transcription of table `table_id` (by default this package's paper_tables/<id>.yaml)."""
+    return directory / f"{table_id}.yaml"
+
+
+def load_tables(table_ids: list[str], directory: Path = PAPER_TABLES) -> list[PaperTable]:
+    """The transcribed tables `table_ids`, in that order."""
+    missing = [t for t in table_ids if not table_file(t, directory).is_file()]
+    if missing:
+        known = sorted(p.stem for p in directory.glob("*.yaml"))
+        raise InputError(f"no transcribed table {missing[0]!r} in {directory} (known: {', '.join(known)})")
+    return [load_table(table_file(t, directory)) for t in table_ids]
 
 
 # ---------------------------------------------------------------- our results
@@ -342,6 +351,12 @@ class _Results:
 
     def __init__(self, metrics_dir: Path, registered: set[str]):
         self.metrics_dir, self.registered, self._cache = metrics_dir, registered, {}
+
+    def metrics(self, variant: str) -> dict:
+        """The whole metrics file of a registered variant (an InputError when it is missing or malformed)."""
+        if self.test(variant) is None:
+            raise InputError(f"{self.metrics_dir / f'{variant}.json'}: missing (no metrics of {variant!r})")
+        return read_json(self.metrics_dir / f"{variant}.json")
 
     def test(self, variant: str) -> dict | None:
         if variant not in self._cache:
@@ -529,24 +544,44 @@ def _decimals_of(value: float) -> int:
     return len(text.split(".")[1]) if "." in text and "e" not in text else 0
 
 
-def build_all(paper_tables_dir: Path, metrics_dir: Path, registered_variants: set[str], out_dir: Path,
-              index_path: Path) -> list[Path]:
-    """Write `<id>.md` and `<id>.csv` for every transcribed table, and the index; return the paths written."""
-    tables = load_tables(paper_tables_dir)
-    out_dir, index_path = Path(out_dir), Path(index_path)
-    built = [(t, build_table(t, metrics_dir, registered_variants)) for t in tables]  # all checked before writing
-    written = []
+def build_paper(paper: str, table_ids: list[str], metrics_dir: Path, registered_variants: set[str],
+                out_dir: Path, tables_dir: Path = PAPER_TABLES) -> list[Path]:
+    """Write `<id>.md` and `<id>.csv` for each of a paper's tables and `<paper>.summary.json` (what the index
+    lists); return the paths written. Every table is checked before anything is written."""
+    built = [(t, build_table(t, metrics_dir, registered_variants)) for t in load_tables(table_ids, tables_dir)]
+    written, summary = [], []
+    for table, result in built:
+        for suffix, text in ((".md", result.markdown), (".csv", result.csv)):
+            write_text(out_dir / f"{table.id}{suffix}", text)
+            written.append(out_dir / f"{table.id}{suffix}")
+        summary.append({"id": table.id, "table": table.source_table, "paper": table.paper, **result.counts})
+    write_json(out_dir / summary_name(paper), summary)
+    return written + [out_dir / summary_name(paper)]
+
+
+def summary_name(paper: str) -> str:
+    return f"{paper}.summary.json"
+
+
+def build_index(summaries: list[Path], tables_dir: Path, index_path: Path, metrics_dir: Path | None = None,
+                systems: dict[str, str] | None = None) -> None:
+    """reports/index.md: every built table with its source and row counts, from the papers' summaries; then
+    every trained system ({name: paper}) with its test scores from `metrics_dir`."""
     index = ["# Reproduced tables", "",
              "Each table sets the paper's numbers and ours side by side; its header names the data we ran on.", "",
              "| Table | Source | Paper | Reproduced | Pending | Cited |", "|---|---|---|---|---|---|"]
-    for table, result in built:
-        md_path, csv_path = out_dir / f"{table.id}.md", out_dir / f"{table.id}.csv"
-        write_text(md_path, result.markdown)
-        write_text(csv_path, result.csv)
-        written += [md_path, csv_path]
-        link = Path(os.path.relpath(md_path, index_path.parent)).as_posix()
-        c = result.counts
-        index.append(_md_row([f"[{table.id}]({link})", table.source_table, table.paper,
-                              str(c["reproduced"]), str(c["pending"]), str(c["cited"])]))
+    rows = sorted((entry for path in summaries for entry in read_json(path)), key=lambda e: e["id"])
+    for entry in rows:
+        link = Path(os.path.relpath(tables_dir / f"{entry['id']}.md", index_path.parent)).as_posix()
+        index.append(_md_row([f"[{entry['id']}]({link})", entry["table"], entry["paper"], str(entry["reproduced"]),
+                              str(entry["pending"]), str(entry["cited"])]))
+    if systems:
+        index += ["", "## Trained systems", "", "Test split, x100, beam search; params.yaml `<paper>.systems` and "
+                  "`<paper>.ensembles`.", "", "| System | Paper | Objective | Best epoch | B@4 | METEOR | CIDEr-D |",
+                  "|---|---|---|---:|---:|---:|---:|"]
+        for name, paper in systems.items():
+            data = _Results(metrics_dir, {name}).metrics(name)
+            test = data["test"]
+            index.append(_md_row([f"`{name}`", paper, data.get("objective", ""), str(data.get("best_epoch", "")),
+                                  *(_fmt(100 * test[k], 1) for k in ("BLEU-4", "METEOR", "CIDEr"))]))
     write_text(index_path, "\n".join(index) + "\n")
-    return written + [index_path]

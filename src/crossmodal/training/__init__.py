@@ -1,0 +1,1 @@
+"""The shared trainer, the captioning objectives, schedules and distribution."""

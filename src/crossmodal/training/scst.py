@@ -8,27 +8,25 @@ cache them. The loss is -reward x log p(token), averaged over the sampled tokens
 (the official codes' RewardCriterion). Captions and references are compared as the model sees them: word
 ids through the vocabulary, so rare words are `<unk>` on both sides, as in the official codes.
 
-Training starts from the best cross-entropy model of the `init` variant (`data/models/<init>/model.pt`,
-chosen by validation CIDEr-D) and otherwise reuses the cross-entropy trainer: per-epoch validation,
-best epoch, checkpoint/resume, beam search on test. Sampling draws from a generator seeded by
-(seed, epoch), so a resumed run draws the same samples (in a multi-process run, rank r > 0 from its own
-stream: see training/distributed.py, which also says how the loss is normalised there).
+Training starts from the best cross-entropy model of the `init` system (`data/models/<init>/model.pt`, chosen by
+validation CIDEr-D) and otherwise runs in the shared trainer (training/trainer.py) as the captioning task's
+second objective (tasks/captioning.py): per-epoch validation, best epoch, checkpoint/resume, beam search on test.
+Sampling draws from a generator seeded by (seed, epoch), so a resumed run draws the same samples (in a
+multi-process run, rank r > 0 from its own stream: see training/distributed.py, which also says how the loss is
+normalised there).
 """
 from __future__ import annotations
 
-import hashlib
 from typing import Callable
 
 import numpy as np
 import torch
 
-from .. import paths
 from ..data.captions import decode
+from ..data.inputs import Inputs
 from ..decoding.search import greedy_decode, sample_decode
 from ..metrics.cider import CiderD
 from ..models.base import Captioner
-from ..models.registry import load_state, read_model_file
-from .xe import Trainer
 
 
 def reference_corpus(labels, words: list[str]) -> list[list[str]]:
@@ -51,7 +49,7 @@ def self_critical_loss(token_logprobs: torch.Tensor, seqs: torch.Tensor, rewards
     return -(token_logprobs * rewards.unsqueeze(1) * mask).sum() / (mask.sum() if share is None else share(mask.sum()))
 
 
-def self_critical_batch(model: Captioner, feats: torch.Tensor, mask: torch.Tensor, references: list[list[str]],
+def self_critical_batch(model: Captioner, inputs: Inputs, references: list[list[str]],
                         cider: CiderD, words: list[str], samples_per_image: int, max_length: int,
                         generator: torch.Generator | None = None, net: Callable | None = None,
                         share: Callable[[torch.Tensor], torch.Tensor] | None = None,
@@ -64,11 +62,11 @@ def self_critical_batch(model: Captioner, feats: torch.Tensor, mask: torch.Tenso
     """
     model.eval()
     with torch.no_grad():
-        greedy, _ = greedy_decode(model, feats, mask, max_length)
+        greedy, _ = greedy_decode(model, inputs, max_length)
     model.train()
 
     def draw(m: Captioner) -> tuple[torch.Tensor, torch.Tensor]:
-        return sample_decode(m, feats, mask, max_length, samples_per_image, generator=generator)
+        return sample_decode(m, inputs, max_length, samples_per_image, generator=generator)
 
     samples, token_logprobs = draw(model) if net is None else net(draw)
     candidates = [decode(s, words) for s in samples.tolist()] + [decode(g, words) for g in greedy.tolist()]
@@ -80,30 +78,23 @@ def self_critical_batch(model: Captioner, feats: torch.Tensor, mask: torch.Tenso
     return self_critical_loss(token_logprobs, samples, advantage, share), sample_scores, greedy_scores
 
 
-class ScstTrainer(Trainer):
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.references = reference_corpus(self.train.labels, self.words)
+class Objective:
+    """Self-critical updates; logs the loss and the CIDEr-D of samples and greedy captions."""
+
+    def __init__(self, task):
+        self.task, self.train = task, task.system.train
+        self.references = reference_corpus(task.train_labels, task.words)
         self.cider = CiderD(corpus=self.references)  # document frequencies of the training references, once
 
-    def initialise(self) -> None:
-        init_path = self.root / paths.MODELS / self.model_name / "model.pt"
-        data, saved = read_model_file(init_path, self.cfg.stage_of(self.model_name))
-        self.start_digest = hashlib.sha256(data).hexdigest()
-        load_state(self.model, saved.get("state_dict", {}), init_path, self.model_name)
+    def start_epoch(self, epoch: int) -> None:
+        """Sampling draws from (seed, epoch): a resumed run draws the same samples."""
+        seed = self.task.dist.stream_seed(self.train.seed * 100003 + epoch + 7919)
+        self.generator = torch.Generator(self.task.device).manual_seed(seed)
 
-    def train_epoch(self, epoch: int) -> dict[str, float]:
-        """One epoch of self-critical updates; returns the mean loss and CIDEr-D of samples and greedy captions."""
-        cfg = self.train_cfg
-        generator = torch.Generator(self.device).manual_seed(self.dist.stream_seed(cfg.seed * 100003 + epoch + 7919))
-        max_length = self.cfg.vocabularies[self.vcfg.vocabulary].max_length
-        logged = {"train_loss": [], "train_CIDEr_sample": [], "train_CIDEr_greedy": []}
-        for rows, feats, mask in self.batches(epoch):
-            with self.precision.autocast():
-                loss, sample_scores, greedy_scores = self_critical_batch(
-                    self.model, feats, mask, [self.references[i] for i in rows], self.cider, self.words,
-                    cfg.samples_per_image, max_length, generator, self.net, self.dist.share)
-            self.optimise(loss)
-            for key, scores in zip(logged, ([loss.item()], sample_scores, greedy_scores)):  # (sum, count) per rank
-                logged[key].append((float(np.sum(scores)), float(len(scores))))
-        return self.dist.epoch_means(logged)
+    def loss(self, net, model, rows, inputs, share):
+        loss, sample_scores, greedy_scores = self_critical_batch(
+            model, inputs, [self.references[i] for i in rows], self.cider, self.task.words,
+            self.train.samples_per_image, self.task.max_length, self.generator, net, share)
+        return loss, {"train_loss": (loss.item(), 1.0),  # (sum, count) per rank
+                      "train_CIDEr_sample": (float(np.sum(sample_scores)), float(len(sample_scores))),
+                      "train_CIDEr_greedy": (float(np.sum(greedy_scores)), float(len(greedy_scores)))}

@@ -1,0 +1,1 @@
+"""Synthetic worlds written in the real data formats."""

@@ -1,0 +1,257 @@
+"""`python -m crossmodal pipelines`: write the DVC stage files from params.yaml and the code's import graph.
+
+- `dvc.yaml` (the root) holds the stages every paper shares: downloads, the synthetic world, caption
+  preprocessing, backbone, region features, reference points, and `index` (reports/index.md), which depends on
+  every paper's tables, so that `dvc repro` at the root rebuilds everything.
+- `pipelines/<paper>/dvc.yaml` holds one stage per system and ensemble of that params section, in params order,
+  and the paper's `tables` stage. `dvc repro pipelines/<paper>/dvc.yaml` rebuilds that paper and what it needs.
+
+Exact dependencies. A stage depends on the params it reads (a system: its entry and every entry it derives
+from, its model's entries when it continues another system, `evaluation`, `compute`, `profile`, its
+vocabulary) and on the code its command runs: the import closure of `crossmodal/__main__.py`, the CLI, the
+stage's module in `crossmodal/stages/`, and for a system its task (`crossmodal/tasks/<task>.py`), objective
+(`crossmodal/training/<objective>.py`) and model (`crossmodal/models/<model>.py`), which are imported by name so
+that no other stage's closure holds them. The
+closure follows every `import` in a module, wherever it stands (function-level imports included), within the
+`crossmodal` package. `runtime` is read by every stage but is never a dependency: it cannot change results.
+
+The files are generated, not written by hand: after adding or removing a system, run this command (a test and
+`--check` fail while a stage file differs from what params.yaml and the code say).
+"""
+from __future__ import annotations
+
+import ast
+from functools import lru_cache
+from pathlib import Path
+
+import yaml
+
+from . import paths
+from .config import PAPERS, Config
+from .io import write_text
+
+PACKAGE = Path(__file__).resolve().parent  # src/crossmodal
+SRC = PACKAGE.parent
+HEADER = ("# Written by `python -m crossmodal pipelines` from params.yaml and the code's imports: do not edit by hand.\n"
+          "# {what}\n")
+CAPTION_DATA = [paths.CAPTIONS / "references", paths.IMAGES]  # every captioning system's test references, examples
+SPINE_PARAMS = ["profile"]
+
+
+def pipeline_file(paper: str) -> Path:
+    return Path("pipelines") / paper / "dvc.yaml"
+
+
+# ------------------------------------------------------------------------------------------------ code closure
+
+
+def _module_file(module: str) -> Path | None:
+    """The file of a `crossmodal` module (a package's __init__.py), or None when it is not one."""
+    parts = module.split(".")
+    if parts[0] != "crossmodal":
+        return None
+    base = SRC.joinpath(*parts)
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(SRC).with_suffix("")
+    parts = list(rel.parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+@lru_cache(maxsize=None)
+def _imports(path: Path) -> frozenset[str]:
+    """The `crossmodal` modules one file imports anywhere in its body."""
+    module = _module_name(path)
+    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[: len(anchor) - node.level + 1]
+                base = ".".join(anchor + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)  # kept only where a submodule
+    return frozenset(m for m in found if _module_file(m) is not None)
+
+
+def closure(modules: list[str]) -> list[str]:
+    """Repository-relative files of the modules and everything they import in the package, with the __init__.py
+    of every package on the way (Python runs them on import); sorted."""
+    seen: set[Path] = set()
+    todo = list(modules)
+    while todo:
+        module = todo.pop()
+        parts = module.split(".")
+        for k in range(1, len(parts) + 1):
+            path = _module_file(".".join(parts[:k]))
+            if path is None:
+                raise ValueError(f"{module} is not a module of the crossmodal package")
+            if path not in seen:
+                seen.add(path)
+                todo.extend(_imports(path))
+    return sorted(p.relative_to(SRC.parent).as_posix() for p in seen)
+
+
+def stage_code(stage_module: str, *extra: str) -> list[str]:
+    return closure(["crossmodal.__main__", "crossmodal.cli", f"crossmodal.stages.{stage_module}", *extra])
+
+
+# ------------------------------------------------------------------------------------------------ stages
+
+
+def _stage(cmd: str, params: list[str], deps: list, outs: list, metrics: list | None = None,
+           wdir: str | None = None) -> dict:
+    stage = {"cmd": cmd}
+    if wdir:
+        stage["wdir"] = wdir
+    if params:
+        stage["params"] = params
+    stage["deps"] = [str(d) for d in deps]
+    if outs:
+        stage["outs"] = outs
+    if metrics:
+        stage["metrics"] = [{str(m): {"cache": False}} for m in metrics]
+    return stage
+
+
+def _dedupe(items: list[str]) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+def spine_stages(cfg: Config) -> dict:
+    raw, world = paths.RAW, str(paths.WORLD)
+    stages = {f"download-{name}": _stage(
+        f"python -m crossmodal download --dataset {name}", ["profile", f"datasets.{name}"], stage_code("download"),
+        [{str(paths.raw(name)): {"cache": False, "persist": True}}]) for name in cfg.datasets}
+    stages["synthesize"] = _stage("python -m crossmodal synthesize", ["profile", "world"], stage_code("synthesize"),
+                                  [world, {str(paths.METRICS / "data_profile.json"): {"cache": False}}])
+    stages["prepro_captions"] = _stage(
+        "python -m crossmodal prepro-captions", ["profile", "vocabularies"],
+        [world, raw / "karpathy", raw / "coco_captions", *stage_code("prepro_captions")], [str(paths.CAPTIONS)])
+    stages["pretrain_backbone"] = _stage(
+        "python -m crossmodal pretrain-backbone", ["profile", "backbone"], [world, *stage_code("pretrain_backbone")],
+        [str(paths.BACKBONE)], [paths.METRICS / "backbone.json"])
+    stages["extract_regions"] = _stage(
+        "python -m crossmodal extract-regions", ["profile", "regions"],
+        [world, paths.BACKBONE, raw / "butd_adaptive", raw / "butd_fixed36", *stage_code("extract_regions")],
+        [str(paths.REGIONS)])
+    stages["reference_points"] = _stage(
+        "python -m crossmodal reference-points", ["profile"],
+        [world, raw / "karpathy", paths.CAPTIONS / "references", *stage_code("reference_points")], [],
+        [paths.METRICS / "reference_points.json"])
+    from .reports.tables import summary_name
+
+    sections = [p for p in PAPERS if paper_stages(cfg, p)]
+    stages["index"] = _stage(  # it lists every system, so `dvc repro` at the root builds every paper's stages
+        "python -m crossmodal index", sections,
+        [*(paths.TABLES / summary_name(p) for p in PAPERS if cfg.paper(p).tables),
+         *(paths.METRICS / f"{n}.json" for n in [*cfg.systems(), *cfg.ensembles()]), *stage_code("index")],
+        [{str(paths.INDEX): {"cache": False}}])
+    return stages
+
+
+def system_params(cfg: Config, name: str) -> list[str]:
+    """The params a system's stage reads: its derivation chain, its model's chain when it continues another
+    system, its vocabulary, and the shared sections that can change results."""
+    chains = cfg.chain(name) + (cfg.chain(cfg.systems()[name].init) if cfg.systems()[name].init else [])
+    vocabulary = cfg.model_of(name).vocabulary
+    return ["profile", "evaluation", "compute", f"vocabularies.{vocabulary}", *_dedupe([cfg.where(s) for s in chains])]
+
+
+def _model_data(cfg: Config, name: str) -> list:
+    """What feeds a system's network: its vocabulary's processed captions and its inputs' feature sets."""
+    model = cfg.model_of(name)
+    return [paths.vocabulary(model.vocabulary), *CAPTION_DATA, *(paths.features(s) for s in model.inputs.values())]
+
+
+def _system_outs(name: str) -> tuple[list, list]:
+    return [str(paths.MODELS / name), str(paths.PREDICTIONS / name)], [paths.METRICS / f"{name}.json"]
+
+
+def paper_stages(cfg: Config, paper: str) -> dict:
+    section, systems, stages = cfg.paper(paper), cfg.systems(), {}
+    for name in section.systems:
+        system, model = systems[name], cfg.model_of(name)
+        deps = [*_model_data(cfg, name), *([paths.MODELS / system.init] if system.init else []),
+                *stage_code("train", f"crossmodal.tasks.{system.task}", f"crossmodal.training.{system.objective}",
+                            f"crossmodal.models.{model.model}")]
+        stages[name] = _stage(f"python -m crossmodal train --system {name}", system_params(cfg, name), deps,
+                              *_system_outs(name), wdir="../..")
+    for name, ensemble in section.ensembles.items():
+        members = ensemble.members
+        model = cfg.model_of(members[0])
+        params = ["profile", "evaluation", "compute", cfg.where(name),
+                  *_dedupe([cfg.where(s) for m in members for s in cfg.chain(m)
+                            + (cfg.chain(systems[m].init) if systems[m].init else [])])]
+        deps = [*(paths.MODELS / m for m in members), *_model_data(cfg, members[0]),
+                *stage_code("ensemble", f"crossmodal.models.{model.model}")]
+        outs, metrics = _system_outs(name)
+        stages[name] = _stage(f"python -m crossmodal ensemble --name {name}", params, deps, outs[1:], metrics,
+                              wdir="../..")
+    if section.tables:
+        stages["tables"] = tables_stage(cfg, paper)
+    return stages
+
+
+def tables_stage(cfg: Config, paper: str) -> dict:
+    from .reports.tables import load_tables, summary_name, table_file
+
+    tables = load_tables(list(cfg.paper(paper).tables))
+    built = set(cfg.systems()) | set(cfg.ensembles())
+    shown = _dedupe([v for t in tables for row in t.rows for v in row.variants() if v in built])
+    metrics = _dedupe([paths.METRICS / f"{v}.json" for v in shown]
+                      + [paths.METRICS / name for t in tables for name in (t.reference_points, t.data_profile) if name])
+    code = [table_file(t.id).relative_to(SRC.parent).as_posix() for t in tables]
+    outs = [{str(paths.TABLES / f"{t.id}{suffix}"): {"cache": False}} for t in tables for suffix in (".md", ".csv")]
+    outs.append({str(paths.TABLES / summary_name(paper)): {"cache": False}})
+    return _stage(f"python -m crossmodal tables --paper {paper} --systems {','.join(shown)}", [f"{paper}.tables"],
+                  [*metrics, *code, *stage_code("tables")], outs, wdir="../..")
+
+
+# ------------------------------------------------------------------------------------------------ files
+
+
+def render(stages: dict, what: str) -> str:
+    body = yaml.safe_dump({"stages": stages}, sort_keys=False, width=120, default_flow_style=False)
+    return HEADER.format(what=what) + body
+
+
+def expected_files(cfg: Config) -> dict[Path, str]:
+    """Every stage file's text, by repository-relative path."""
+    files = {Path("dvc.yaml"): render(spine_stages(cfg), "Shared stages (data, features, reference points) and "
+                                                          "the index of every paper's tables.")}
+    for paper in PAPERS:
+        stages = paper_stages(cfg, paper)
+        if stages:
+            files[pipeline_file(paper)] = render(stages, f"The {paper} section of params.yaml: its systems, "
+                                                         "ensembles and tables (stage paths relative to the root).")
+    return files
+
+
+def write_pipelines(cfg: Config, root: Path, check: bool = False) -> int:
+    """Write the stage files (or, with `check`, report those that differ); also remove the files of papers that
+    no longer have stages. Returns the exit status."""
+    files = expected_files(cfg)
+    stale = [p for p in (root / "pipelines").glob("*/dvc.yaml") if p.relative_to(root) not in files]
+    differ = [p for p, text in files.items() if not (root / p).is_file() or (root / p).read_text() != text]
+    if check:
+        for path in differ + [p.relative_to(root) for p in stale]:
+            print(f"{path}: differs from params.yaml; run `python -m crossmodal pipelines`")
+        return 1 if differ or stale else 0
+    for path in differ:
+        write_text(root / path, files[path])
+        print(f"wrote {path}")
+    for path in stale:
+        path.unlink()
+        print(f"removed {path.relative_to(root)}")
+    return 0

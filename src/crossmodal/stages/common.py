@@ -1,0 +1,39 @@
+"""What every stage command shares: the runtime settings (threads, progress) and the real-profile conventions."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..io import write_json
+
+REAL_DATA = "COCO 2014 (Karpathy split), bottom-up-attention features"
+
+
+def progress(cfg) -> bool:
+    """Progress bars and per-epoch lines: `runtime.progress`, unless CROSSMODAL_PROGRESS=0 (tests, CI logs)."""
+    return cfg.runtime.progress and os.environ.get("CROSSMODAL_PROGRESS", "1") != "0"
+
+
+def set_threads(cfg) -> None:
+    """torch threads per process: `runtime.threads`, or min(2, the cores each torchrun process gets)."""
+    import torch
+
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", 1))  # torchrun: processes sharing this machine's cores
+    torch.set_num_threads(cfg.runtime.threads or min(2, max(1, (os.cpu_count() or 1) // local)))
+
+
+def real(cfg) -> bool:
+    return cfg.profile == "real"
+
+
+def skipped_under_real_profile(path: Path, note: str) -> None:
+    """The output of a synthetic-only stage under the real profile: a note, so that `dvc dag` keeps one shape for
+    both profiles and nothing downstream can mistake it for data."""
+    write_json(path, {"profile": "real", "note": note})
+
+
+def split_file(cfg) -> Path:
+    """The Karpathy split file of the profile: published, or the synthetic world's copy of its layout."""
+    from .. import paths
+
+    return paths.KARPATHY_COCO if real(cfg) else paths.DATASET_JSON

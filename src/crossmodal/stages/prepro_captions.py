@@ -1,0 +1,21 @@
+"""Stage `prepro_captions`: tokenise the split file's captions once per vocabulary convention, and write the
+val/test references in COCO layout."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .. import paths
+from ..data.captions import preprocess
+from ..data.coco import read_coco_captions
+from ..data.karpathy import read_karpathy
+from .common import real, split_file
+
+
+def run(cfg, root: Path, args) -> None:
+    sources = paths.COCO_CAPTION_FILES if real(cfg) else [paths.world_annotations(s) for s in ("val", "test")]
+    references: dict[int, list[str]] = {}
+    for source in sources:
+        references.update(read_coco_captions(root / source))
+    images = read_karpathy(root / split_file(cfg))
+    print(json.dumps(preprocess(cfg.vocabularies, images, references, root / paths.CAPTIONS)))

@@ -1,0 +1,28 @@
+"""Stage `synthesize`: render the synthetic image world in the real formats (a note under the real profile)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .. import paths
+from ..config import to_dict
+from ..io import atomic_path, write_json
+from .common import REAL_DATA, progress, real, skipped_under_real_profile
+
+
+def run(cfg, root: Path, args) -> None:
+    if real(cfg):
+        with atomic_path(root / paths.WORLD) as tmp:
+            skipped_under_real_profile(tmp / "PROFILE.json", "not generated: profile real reads the published COCO files")
+        write_json(root / paths.METRICS / "data_profile.json", {"profile": REAL_DATA, "synthetic": False})
+        return
+    from ..worlds.image_world import generate
+
+    summary = generate(cfg.world, root / paths.WORLD, progress=progress(cfg))
+    write_json(root / paths.METRICS / "data_profile.json", {
+        "profile": "synthetic image world",
+        "synthetic": True,
+        "images": to_dict(cfg.world.images),
+        "image_size": cfg.world.image_size,
+        "seed": cfg.world.seed,
+        "summary": summary,
+    })

@@ -1,0 +1,21 @@
+"""Stage `tables` of a paper's pipeline: its transcribed tables (params.yaml `<paper>.tables`) with our numbers
+beside the paper's. `--systems` names the trained systems whose rows are built (the pipeline generator lists
+them, so that the stage reruns when that set changes); rows of other systems show as pending."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .. import paths
+from ..io import InputError
+from ..reports.tables import build_paper
+
+
+def run(cfg, root: Path, args) -> None:
+    from ..config import PAPERS
+
+    if args.paper not in PAPERS:
+        raise InputError(f"unknown paper {args.paper!r}; one of {', '.join(PAPERS)}")
+    systems = {s for s in args.systems.split(",") if s}
+    for path in build_paper(args.paper, list(cfg.paper(args.paper).tables), root / paths.METRICS, systems,
+                            root / paths.TABLES):
+        print(path)

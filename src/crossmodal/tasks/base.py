@@ -1,0 +1,72 @@
+"""What a task supplies to the shared trainer (training/trainer.py): its data, model, loss, validation metric
+and outputs. Captioning is built (tasks/captioning.py); VQA and grounding come with BAN, as further modules here.
+
+The trainer owns everything else (seeding, optimiser and schedule, epochs, best-epoch choice by the validation
+metric, checkpoint/resume, distribution, MLflow), so a new task needs no copy of it, of the CLI or of tracking.
+"""
+from __future__ import annotations
+
+import abc
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..config import Config, SystemConfig
+from ..data.feature_sets import Batch
+
+
+class Task(abc.ABC):
+    """One trained system's task. `metric` names the validation metric the best epoch maximises."""
+
+    metric: str
+
+    def __init__(self, cfg: Config, name: str, root: Path, dist):
+        self.cfg, self.name, self.root, self.dist, self.device = cfg, name, root, dist, dist.device
+        self.system: SystemConfig = cfg.systems()[name]
+        self.model_system: SystemConfig = cfg.model_of(name)  # model, inputs, model_args (scst: its init's)
+
+    @abc.abstractmethod
+    def build_model(self) -> nn.Module:
+        """The system's network, freshly initialised (the trainer seeds torch first)."""
+
+    @abc.abstractmethod
+    def train_size(self) -> int:
+        """Number of training items (an epoch is a permutation of them, cut into batches)."""
+
+    @abc.abstractmethod
+    def train_batches(self, row_lists: list[np.ndarray]) -> Iterator[Batch]:
+        """(rows, named inputs) of each list of training rows, in order, on the CPU."""
+
+    @abc.abstractmethod
+    def loss(self, net, model: nn.Module, rows: np.ndarray, inputs, share
+             ) -> tuple[torch.Tensor, dict[str, tuple[float, float]]]:
+        """The batch's loss (run the forward pass as `net(fn)`, fn(model) -> outputs, for DDP) and the values to
+        log as (sum, count) pairs; `share(count)` is the loss divisor in a multi-process run."""
+
+    @abc.abstractmethod
+    def start_epoch(self, epoch: int) -> None:
+        """Per-epoch state before its first `loss` (the epoch's schedules, sampling generators)."""
+
+    @abc.abstractmethod
+    def validate(self, model: nn.Module) -> float:
+        """The validation metric of `model` (rank 0 only)."""
+
+    @abc.abstractmethod
+    def test(self, model: nn.Module) -> dict:
+        """Test-split outputs and metrics of the chosen model: {"predictions": ..., "test": {...}}."""
+
+    @abc.abstractmethod
+    def write_outputs(self, run, result: dict) -> dict:
+        """Write the test outputs (predictions, submission files, examples), log them to the MLflow `run`, and
+        return the metrics-file body (the caller adds the run id)."""
+
+    @abc.abstractmethod
+    def data_files(self) -> list[Path]:
+        """The input files the run reads; their identity keys the resume checkpoint."""
+
+    def model_file_extra(self) -> dict:
+        """What the saved model file records besides weights and config (the vocabulary size, say)."""
+        return {}
