@@ -1,7 +1,8 @@
 """Benchmark of the default pipeline: one full `dvc repro` as a user runs it, and where its time goes.
 
-Run on demand (from an activated .venv): `python benchmarks/bench_pipeline.py`. It works in a temporary copy of
-the repository (the workspace and its MLflow database are untouched), runs `dvc repro` there with a `python` shim
+Run on demand (from an activated .venv): `python benchmarks/bench_pipeline.py` works in a temporary copy of the
+repository (the workspace and its MLflow database are untouched); `--repo DIR` works in a fresh clone instead and
+leaves its outputs there. It runs `dvc repro` with a `python` shim
 first on PATH that records the wall time and peak memory of every stage command, and then reports:
 
 - the full repro's wall time, and per stage its command's wall time and peak RSS;
@@ -96,14 +97,22 @@ def curves(repo: Path) -> dict[str, dict]:
 
 
 def main() -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repo", type=Path, default=None,
+                        help="run in this fresh clone (its outputs stay there) instead of a temporary copy")
+    args = parser.parse_args()
     env = dict(os.environ, CROSSMODAL_PROGRESS="0")
     env.pop("DVC_ROOT", None)
     report: dict = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                                "cpu": platform.processor() or platform.machine()}}
+                                "cpu": _cpu_model()}}
     with tempfile.TemporaryDirectory(prefix="bench-pipeline-") as tmp:
-        repo, shim_dir, log = Path(tmp) / "repo", Path(tmp) / "shim", Path(tmp) / "stages.jsonl"
-        repo.mkdir()
-        copy_repo(repo)
+        repo, shim_dir, log = args.repo or Path(tmp) / "repo", Path(tmp) / "shim", Path(tmp) / "stages.jsonl"
+        if args.repo is None:
+            repo.mkdir()
+            copy_repo(repo)
+        repo = repo.resolve()
         shim_dir.mkdir()
         (shim_dir / "python").write_text(SHIM.format(python=sys.executable, real=sys.executable, log=str(log)))
         (shim_dir / "python").chmod(0o755)
@@ -132,6 +141,14 @@ def main() -> None:
     (RESULTS / "pipeline.json").write_text(json.dumps(report, indent=2) + "\n")
     (RESULTS / "pipeline.md").write_text(markdown(report))
     print(markdown(report))
+
+
+def _cpu_model() -> str:
+    try:
+        return next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                    if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.machine()
 
 
 def breakdown(report: dict) -> dict[str, float]:
