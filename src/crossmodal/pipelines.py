@@ -35,7 +35,6 @@ SRC = PACKAGE.parent
 HEADER = ("# Written by `python -m crossmodal pipelines` from params.yaml and the code's imports: do not edit by hand.\n"
           "# {what}\n")
 CAPTION_DATA = [paths.CAPTIONS / "references", paths.IMAGES]  # every captioning system's test references, examples
-SPINE_PARAMS = ["profile"]
 
 
 def pipeline_file(paper: str) -> Path:
