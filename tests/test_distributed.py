@@ -152,6 +152,38 @@ def test_lazy_features_train_exactly_as_in_memory(repo, one_process):
     assert lazy["history"] == in_memory["history"] and lazy["predictions"] == in_memory["predictions"]
 
 
+class RecordingRun:
+    """Stands in for the MLflow run (tracking.Run): every `log_metrics` call, in order."""
+
+    def __init__(self):
+        self.calls: list[tuple[int, dict]] = []
+
+    def log_metrics(self, metrics, step=0):
+        self.calls.append((step, dict(metrics)))
+
+    def set_tag(self, key, value):
+        pass
+
+
+def test_the_trainer_logs_each_epoch_and_the_chosen_one_on_the_tables_scale(repo):
+    """The shared trainer gives MLflow the best epoch and its value (the runs table sorts by them; a curve's
+    column shows its last epoch), the task's metric ×100 as the tables print it, losses as they are."""
+    cfg = config.load(write_params(repo, "params_single.yaml", {}))
+    shutil.rmtree(repo / paths.CHECKPOINTS, ignore_errors=True)
+    run = RecordingRun()
+    result = Trainer(cfg, "tiny", repo, progress=False).run(run)
+    epochs = [(step, logged) for step, logged in run.calls if step]
+    assert [step for step, _ in epochs] == [1, 2]
+    for (_, logged), row in zip(epochs, result["history"], strict=True):
+        assert logged["val_CIDEr"] == pytest.approx(100 * row["val_CIDEr"], abs=1e-4)
+        assert logged["train_loss"] == row["train_loss"] and logged["lr"] == row["lr"]
+    final = run.calls[-1][1]
+    assert final["best_epoch"] == result["best_epoch"] and set(final) >= {"seconds_train", "seconds_test"}
+    assert final["best_val_CIDEr"] == pytest.approx(100 * result["best_val_CIDEr"], abs=1e-4)
+    assert final["best_val_CIDEr"] == max(logged["val_CIDEr"] for _, logged in epochs)
+    assert result["best_val_CIDEr"] <= 10  # what the metrics file gets keeps pycocoevalcap's scale
+
+
 def test_losses_divided_by_the_global_share_add_up_to_the_single_process_loss():
     """Each of two ranks divides its shard's summed loss by (global count / 2); their mean is the batch's loss."""
     torch.manual_seed(0)

@@ -48,6 +48,29 @@ def test_run_logs_params_metrics_tags_and_artifacts(repo):
     assert [f.path for f in client.list_artifacts(run.run_id)] == ["predictions.json"]
 
 
+def test_the_experiment_carries_the_runs_view_and_images_become_mlflow_images(repo):
+    """The README's link opens the runs table through the experiment's shared view (metric columns, best first);
+    an image logged by key is what the UI shows among a run's charts."""
+    import json
+
+    from mlflow.tracking import MlflowClient
+    from PIL import Image
+
+    picture = repo / "3.png"
+    Image.new("RGB", (8, 6), (200, 30, 30)).save(picture)
+    with tracking.Run("train@tiny", {}) as run:
+        run.log_image(picture, "example_3")
+    client = MlflowClient(tracking.tracking_uri())
+    experiment = client.get_experiment_by_name(tracking.EXPERIMENT)
+    view = json.loads(experiment.tags[f"mlflow.sharedViewState.{tracking.RUNS_VIEW}"])
+    assert "metrics.`best_val_CIDEr`" in view["selectedColumns"] and view["orderByKey"] == "metrics.`test_CIDEr`"
+    assert tracking.runs_view_url(experiment.experiment_id) == (
+        f"http://127.0.0.1:5000/#/experiments/{experiment.experiment_id}/runs?workflowType=machine_learning"
+        f"&viewStateShareKey={tracking.RUNS_VIEW}")
+    images = [f.path for f in client.list_artifacts(run.run_id, "images")]
+    assert any(p.startswith("images/example_3+step+0+") and p.endswith(".png") for p in images), images
+
+
 def test_failed_stage_marks_run_failed(repo):
     from mlflow.tracking import MlflowClient
 

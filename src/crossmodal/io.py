@@ -9,14 +9,22 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import pickle
+import re
 import shutil
 import tempfile
+import warnings
+from io import BytesIO
 from pathlib import Path
 from typing import Any, Iterator
 
 
 class InputError(Exception):
     """Bad input (params, data files): the CLI prints it as one line and exits non-zero."""
+
+
+class RefusedFile(InputError):
+    """A torch file that asks for more than tensors and plain data (what a hostile pickle does): refused unread."""
 
 
 @contextlib.contextmanager
@@ -62,6 +70,46 @@ def save_torch(obj: Any, path: str | os.PathLike) -> None:
 
     with atomic_path(path) as tmp, open(tmp, "wb") as handle:
         torch.save(obj, handle)
+
+
+def load_torch(path: str | os.PathLike, stage: str, what: str, data: bytes | None = None) -> Any:
+    """The contents of a torch file the pipeline wrote (a model file, a checkpoint, the backbone), on the CPU.
+
+    Loaded with `weights_only=True`: only tensors and plain data (dicts, lists, tuples, numbers, strings) come
+    back and nothing in the file runs, so a file from a DVC remote or a shared cache cannot act on the reader's
+    machine. `what` names the file's kind and `stage` the `dvc repro` target that makes it, both in the errors;
+    `data` is the file's bytes when the caller has read them already (to hash exactly what it loads).
+
+    Errors, one line each: a missing file (InputError); `RefusedFile` when the pickle asks for anything else
+    (a class or function to import, an opcode outside the safe set); InputError when the file is no readable
+    torch archive (truncated, say).
+    """
+    import torch
+
+    path = Path(path)
+    if data is None:
+        if not path.is_file():
+            raise InputError(f"missing file: {path} (run `dvc repro {stage}` first)")
+        data = path.read_bytes()
+    try:
+        with warnings.catch_warnings():  # its notes on a foreign pickle protocol would break the one-line error
+            warnings.filterwarnings("ignore", message="Detected pickle protocol")
+            return torch.load(BytesIO(data), map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as err:  # torch's weights-only unpickler refused something in the file
+        raise RefusedFile(f"{path}: refused to load this {what}: {_refusal(str(err))}, and only tensors and plain "
+                          f"data are loaded (made by `dvc repro {stage}`)") from None
+    except Exception as err:  # noqa: BLE001 - nothing runs here, so any failure just means an unreadable file
+        detail = " ".join(str(err).split()).split(". ")[0][:200] or type(err).__name__
+        raise InputError(f"{path}: not a readable {what} ({detail}) (made by `dvc repro {stage}`)") from None
+
+
+def _refusal(message: str) -> str:
+    """What torch's weights-only unpickler refused, in a few words, from its (long, multi-line) message."""
+    if found := re.search(r"GLOBAL ([\w.]+)", message):
+        return f"it would import `{found[1]}`"
+    if found := re.search(r"Unsupported operand (\d+)", message):
+        return f"it uses pickle opcode {found[1]}"
+    return "it holds objects other than tensors and plain data"
 
 
 def read_json(path: str | os.PathLike) -> Any:

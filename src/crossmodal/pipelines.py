@@ -34,7 +34,8 @@ PACKAGE = Path(__file__).resolve().parent  # src/crossmodal
 SRC = PACKAGE.parent
 HEADER = ("# Written by `python -m crossmodal pipelines` from params.yaml and the code's imports: do not edit by hand.\n"
           "# {what}\n")
-CAPTION_DATA = [paths.CAPTIONS / "references", paths.IMAGES]  # every captioning system's test references, examples
+# every captioning system's test references and its examples' images (the world's pictures: tasks/captioning.py)
+CAPTION_DATA = [paths.CAPTIONS / "references", paths.IMAGES, paths.WORLD]
 
 
 def pipeline_file(paper: str) -> Path:

@@ -8,6 +8,8 @@
   (`dvc queue start -j 2`) corrupt it otherwise.
 - Artifacts go to an explicit absolute location `<repo root>/mlartifacts/<experiment>`.
 - Every run is tagged with the DVC stage, the DVC experiment name and the git commit.
+- The experiment carries a shared view of the MLflow UI's runs table (`RUNS_VIEW`): the UI shows no metric
+  column by default; `runs_view_url` opens the table with the best epoch's and the test metrics, best first.
 - Telemetry is off (set before mlflow is imported).
 """
 from __future__ import annotations
@@ -26,6 +28,19 @@ os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("DO_NOT_TRACK", "true")
 
 EXPERIMENT = "crossmodal-repro"
+RUNS_VIEW = "crossmodal-runs"  # the key of the view (`?viewStateShareKey=`), kept as an experiment tag
+RUNS_VIEW_STATE = {  # what the MLflow UI (3.x) restores from the tag: columns `metrics.`<name>``, then the sort
+    "selectedColumns": [f"metrics.`{name}`" for name in
+                        ("best_val_CIDEr", "best_epoch", "test_CIDEr", "test_BLEU-4", "test_METEOR", "test_ROUGE-L")],
+    "orderByKey": "metrics.`test_CIDEr`",
+    "orderByAsc": False,
+}
+
+
+def runs_view_url(experiment_id: str, base: str = "http://127.0.0.1:5000") -> str:
+    """The runs table of the experiment in the UI's machine-learning workflow (a new browser otherwise opens
+    the GenAI overview), with the metric columns of `RUNS_VIEW_STATE`."""
+    return f"{base}/#/experiments/{experiment_id}/runs?workflowType=machine_learning&viewStateShareKey={RUNS_VIEW}"
 
 
 def tracking_root() -> Path:
@@ -65,6 +80,9 @@ def _client_and_experiment(root: Path, experiment: str):
             exp_id = client.create_experiment(experiment, artifact_location=artifacts.as_uri())
         else:
             exp_id = exp.experiment_id
+        view, key = json.dumps(RUNS_VIEW_STATE), f"mlflow.sharedViewState.{RUNS_VIEW}"
+        if exp is None or exp.tags.get(key) != view:
+            client.set_experiment_tag(exp_id, key, view)
     return client, exp_id
 
 
@@ -115,8 +133,16 @@ class Run:
     def log_artifact(self, path: str | os.PathLike, artifact_path: str | None = None) -> None:
         self._send(op="artifact", path=str(Path(path).resolve()), artifact_path=artifact_path)
 
+    def log_image(self, path: str | os.PathLike, key: str) -> None:
+        """An image file as MLflow's image `key` (step 0): the UI shows it among the run's charts ("Model metrics")
+        and side by side with other runs' image of the same key in the experiment's chart view."""
+        self._send(op="image", path=str(Path(path).resolve()), key=key)
+
     def set_tag(self, key: str, value: str) -> None:
-        self._send(op="tag", key=key, value=value)
+        self.set_tags({key: value})
+
+    def set_tags(self, tags: dict[str, str]) -> None:
+        self._send(op="tags", tags={k: str(v)[:5000] for k, v in tags.items()})
 
     def __enter__(self) -> "Run":
         return self
@@ -154,8 +180,13 @@ def _serve() -> None:
                 client.log_batch(run_id, metrics=batch[i:i + 1000])
         elif msg["op"] == "artifact":
             client.log_artifact(run_id, msg["path"], msg["artifact_path"])
-        elif msg["op"] == "tag":
-            client.set_tag(run_id, msg["key"], msg["value"])
+        elif msg["op"] == "image":
+            from PIL import Image
+
+            with Image.open(msg["path"]) as image:
+                client.log_image(run_id, image.convert("RGB"), key=msg["key"], step=0)
+        elif msg["op"] == "tags":
+            client.log_batch(run_id, tags=[RunTag(k, v) for k, v in msg["tags"].items()])
         elif msg["op"] == "end":
             status = msg["status"]
             break

@@ -29,6 +29,7 @@ import h5py
 import numpy as np
 
 from ..config import CaptionsConfig
+from .hdf5 import refuse_outside_data
 from ..io import InputError, atomic_path, read_json, write_json
 from .karpathy import KarpathyImage, by_split
 
@@ -155,6 +156,7 @@ def load_labels(path: Path, split: str) -> CaptionLabels:
         raise InputError(f"missing caption label file: {path}")
     try:
         with h5py.File(path, "r") as f:
+            refuse_outside_data(f, f"caption label file {path}")
             splits = f["split"][:].astype(str)
             keep = np.flatnonzero(splits == split)
             start, end = f["label_start_ix"][:][keep], f["label_end_ix"][:][keep]

@@ -41,6 +41,7 @@ import errno
 import hashlib
 import http.client
 import json
+import lzma
 import os
 import posixpath
 import re
@@ -55,6 +56,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Sequence
@@ -497,6 +499,8 @@ def _extract(job: _Job, digest: str) -> list[str]:
                              "file the downloader keeps; nothing was extracted")
         for entry in entries:
             _replace(staging / entry, job.directory / entry)
+    except (zipfile.BadZipFile, tarfile.TarError, EOFError, zlib.error, lzma.LZMAError) as err:
+        raise InputError(f"{job.target}: not a readable archive ({_describe(err)}); nothing was extracted") from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     write_json(marker, {"archive": job.name, "sha256": digest, "entries": entries})
@@ -534,6 +538,16 @@ def _reject_member(archive: Path, member: str, reason: str) -> None:
     raise InputError(f"unsafe archive {archive}: member {member!r} {reason}; nothing was extracted")
 
 
+def _check_room(archive: Path, unpacked: int, staging: Path) -> None:
+    """Refuse an archive that unpacks to more than the disk has free (a decompression bomb, say). `unpacked` is
+    the sum of the members' sizes from the archive's headers, which bound what extraction writes: zipfile stops
+    each member at its recorded size (and fails its CRC if there is more), and a tar member's size is its data."""
+    free = shutil.disk_usage(staging).free
+    if unpacked > free:
+        raise InputError(f"unsafe archive {archive}: its members unpack to {unpacked} bytes, more than the {free} "
+                         f"bytes free on the disk of {staging.parent}; nothing was extracted")
+
+
 def _unpack_zip(archive: Path, staging: Path) -> None:
     with zipfile.ZipFile(archive) as bundle:
         for info in bundle.infolist():
@@ -544,6 +558,7 @@ def _unpack_zip(archive: Path, staging: Path) -> None:
                 reason = _unsafe_link_reason(link_target, posixpath.dirname(info.filename))
             if reason:
                 _reject_member(archive, info.filename, reason)
+        _check_room(archive, sum(info.file_size for info in bundle.infolist()), staging)
         bundle.extractall(staging)
 
 
@@ -562,6 +577,7 @@ def _unpack_tar(archive: Path, staging: Path) -> None:
                 reason = "is a device or FIFO"
             if reason:
                 _reject_member(archive, member.name, reason)
+        _check_room(archive, sum(member.size for member in members if member.isfile()), staging)
         try:
             # The "data" filter also resolves links against what is already on disk, which catches a link
             # that escapes through another link; staging is removed on error, so nothing is left behind.

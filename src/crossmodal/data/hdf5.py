@@ -1,6 +1,8 @@
 """The read-only HDF5 view that the feature readers (regions, video) share.
 
-The file is checked by the subclass's `_validate` when opened; the handle is opened lazily and left out of
+The file is checked when opened: it must keep all its data inside itself (`refuse_outside_data`: a feature file
+from a DVC remote must not make the reader open other files of the machine), then the subclass's `_validate`
+checks its layout. The handle is opened lazily and left out of
 pickles, so each process that receives the object (DataLoader workers) opens its own.
 """
 from __future__ import annotations
@@ -19,6 +21,22 @@ def one_line(err: BaseException) -> str:
     return " ".join(str(err).split())[:200]
 
 
+def refuse_outside_data(h5: h5py.File, where: str) -> None:
+    """InputError unless every object of the file keeps its data inside it: an external link or an external or
+    virtual dataset would make the reader open other files of this machine (`where` names the file)."""
+    def outside(name: str, link) -> str | None:
+        if isinstance(link, h5py.ExternalLink):
+            return f"'{name}' is a link to {link.filename}"
+        node = h5.get(name) if isinstance(link, h5py.HardLink) else None
+        if isinstance(node, h5py.Dataset) and (node.is_virtual or node.external):
+            return f"dataset '{name}' keeps its data in other files"
+        return None
+
+    reason = h5.visititems_links(outside)
+    if reason:
+        raise InputError(f"{where}: refused, {reason}")
+
+
 class ReadOnlyHDF5(ABC):
     description = "HDF5 file"  # how messages name the file, e.g. "region feature file"
 
@@ -28,6 +46,7 @@ class ReadOnlyHDF5(ABC):
             raise InputError(f"missing {self.description}: {self.path}")
         self._file: h5py.File | None = None
         try:
+            refuse_outside_data(self._h5(), f"{self.description} {self.path}")
             self._validate(self._h5())
         except BaseException:
             self.close()

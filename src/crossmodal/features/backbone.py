@@ -33,7 +33,7 @@ from torch import nn
 from tqdm import tqdm
 
 from ..config import BackboneConfig, to_dict
-from ..io import InputError, read_json, save_torch
+from ..io import InputError, load_torch, read_json, save_torch
 
 BACKGROUND = "__background__"
 ATTRIBUTE_GROUPS = ("color", "size", "texture")  # object keys; the vocabularies are "<group>s" in the file
@@ -76,7 +76,7 @@ def load_images(world_dir: Path, entries: list[dict]) -> torch.Tensor:
         try:
             with Image.open(path) as im:
                 arr = np.asarray(im.convert("RGB"))
-        except OSError as err:
+        except (OSError, Image.DecompressionBombError) as err:  # the latter: far more pixels than PIL's limit
             raise InputError(f"{path}: cannot read image ({' '.join(str(err).split())})") from None
         if arr.shape[:2] != (e["height"], e["width"]):
             raise InputError(f"{path}: image is {arr.shape[1]}x{arr.shape[0]} but the scene graph says {e['width']}x{e['height']}")
@@ -192,22 +192,23 @@ class Backbone(nn.Module):
         return feats, {name: clf(feats) for name, clf in self.classifiers.items()}
 
 
-def load_backbone(path: Path, map_location: str | torch.device = "cpu") -> tuple[Backbone, dict]:
-    """A pretrained backbone (eval mode) and its checkpoint metadata (config, classes, attributes)."""
+def load_backbone(path: Path, map_location: str | torch.device = "cpu",
+                  stage: str = "pretrain_backbone") -> tuple[Backbone, dict]:
+    """A pretrained backbone (eval mode) and its checkpoint metadata (config, classes, attributes); the file
+    is read by `load_torch` (tensors and plain data only), errors name it and `stage`, which makes it."""
     path = Path(path)
-    if not path.is_file():
-        raise InputError(f"missing backbone checkpoint: {path}")
+    ckpt = load_torch(path, stage, "backbone checkpoint")
     try:
-        ckpt = torch.load(path, map_location=map_location, weights_only=True)
         cfg = ckpt["config"]
         model = Backbone(
             len(ckpt["classes"]), {g: len(ckpt["attributes"][g]) for g in ATTRIBUTE_GROUPS},
             cfg["channels"], cfg["feature_dim"], cfg["roi_size"],
         )
         model.load_state_dict(ckpt["state_dict"])
-    except (OSError, RuntimeError, KeyError, TypeError, EOFError, ValueError) as err:
-        raise InputError(f"{path}: not a backbone checkpoint ({' '.join(str(err).split())[:200]})") from None
-    model.eval()
+    except (RuntimeError, KeyError, TypeError, ValueError) as err:
+        raise InputError(f"{path}: not a backbone checkpoint ({' '.join(str(err).split())[:200]}) "
+                         f"(made by `dvc repro {stage}`)") from None
+    model.to(map_location).eval()
     return model, {k: v for k, v in ckpt.items() if k != "state_dict"}
 
 

@@ -12,17 +12,13 @@ from __future__ import annotations
 
 import difflib
 import importlib
-import io
-import pickle
 import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-import torch
-
 from ..config import build
-from ..io import InputError
+from ..io import InputError, load_torch
 from .base import Captioner
 
 _DEFINES_MODEL = re.compile(r"^MODEL\s*=", re.MULTILINE)
@@ -90,14 +86,12 @@ def build_model(where: str, variant: ModelSpec, vocab_size: int, input_dims: Map
 
 
 def read_model_file(path: Path, stage: str) -> tuple[bytes, dict]:
-    """The bytes and contents of a trained system's model.pt, or a one-line error naming the stage that makes it."""
+    """The bytes and contents of a trained system's model.pt (tensors and plain data only: `load_torch`), or a
+    one-line error naming the stage that makes it."""
     if not path.is_file():
         raise InputError(f"missing file: {path} (run `dvc repro {stage}` first)")
     data = path.read_bytes()
-    try:
-        return data, torch.load(io.BytesIO(data), weights_only=False)
-    except (RuntimeError, EOFError, pickle.UnpicklingError) as err:
-        raise InputError(f"{path}: not a readable model file ({err})") from None
+    return data, load_torch(path, stage, "model file", data)
 
 
 def load_state(model: Captioner, state_dict: dict, path: Path, name: str) -> Captioner:

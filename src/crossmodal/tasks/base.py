@@ -18,10 +18,27 @@ from ..config import Config, SystemConfig
 from ..data.feature_sets import Batch
 
 
+def on_scale(value: float, scale: float) -> float:
+    """`value` times `scale` as MLflow gets it: rounded to 4 decimals when scaled (for a readable runs table)."""
+    return value if scale == 1 else round(value * scale, 4)
+
+
 class Task(abc.ABC):
-    """One trained system's task. `metric` names the validation metric the best epoch maximises."""
+    """One trained system's task. `metric` names the validation metric the best epoch maximises.
+
+    MLflow shows the metric (its curve and its best value) and the logged values named in `scaled_values` times
+    `metric_scale`: the scale the tables print (captioning ×100; VQA accuracy will be too). The metrics files and
+    what the trainer returns keep the task's own scale."""
 
     metric: str
+    metric_scale: float = 1.0
+    scaled_values: tuple[str, ...] = ()
+
+    def for_tracking(self, values: dict[str, float]) -> dict[str, float]:
+        """`values` (an epoch's row, the best value) as MLflow gets them: the metric and `scaled_values` on the
+        tables' scale, the rest (losses, learning rate) as they are."""
+        scaled = {self.metric, *self.scaled_values}
+        return {k: on_scale(v, self.metric_scale) if k in scaled else v for k, v in values.items()}
 
     def __init__(self, cfg: Config, name: str, root: Path, dist):
         self.cfg, self.name, self.root, self.dist, self.device = cfg, name, root, dist, dist.device

@@ -9,7 +9,11 @@ against the greedy caption).
 
 Validation metric: CIDEr-D of greedy captions of the val split (`val_CIDEr`). Test: beam search with the chosen
 model; coco-caption metrics; outputs are the results file, the COCO server's submission file and qualitative
-examples. Ensembles (stages/ensemble.py) decode the test split with several trained systems through the same code.
+examples (a page, `qualitative.md`, embedding one picture per example: the image with the model's and the reference
+captions). Ensembles (stages/ensemble.py) decode the test split with several trained systems through the same code.
+
+MLflow gets every caption metric ×100 (`SCALE`), as the tables print them: `test_*`, `val_CIDEr`, `best_val_CIDEr`
+and SCST's `train_CIDEr_*`; the metrics files keep pycocoevalcap's 0–1 scale.
 """
 from __future__ import annotations
 
@@ -27,11 +31,15 @@ from ..data.captions import decode, load_labels, load_vocabulary
 from ..data.coco import read_coco_captions
 from ..data.feature_sets import Batch, SplitInputs, feature_dims, to_device
 from ..decoding.search import beam_search, greedy_decode
-from ..io import read_json, write_text
+from ..io import InputError, atomic_path, read_json, write_text
 from ..metrics.captions import cider_only, evaluate_captions, start_meteor, write_results
 from ..models.registry import build_model
+from ..reports.drawing import caption_panel, save_png
 from ..stages.common import REAL_DATA
-from .base import Task
+from .base import Task, on_scale
+
+SCALE = 100  # caption metrics in MLflow, as in the tables (the metrics files keep 0-1)
+NO_PICTURE = "No picture: profile real reads COCO's region features; its images are not downloaded."
 
 
 @torch.no_grad()
@@ -70,6 +78,8 @@ class CaptionData:
 
 class Captioning(Task):
     metric = "val_CIDEr"
+    metric_scale = SCALE
+    scaled_values = ("train_CIDEr_sample", "train_CIDEr_greedy")  # SCST's rewards (training/scst.py)
 
     def __init__(self, cfg, name, root, dist):
         super().__init__(cfg, name, root, dist)
@@ -125,25 +135,53 @@ TASK = Captioning
 
 def write_captions(cfg, root: Path, name: str, run, refs: dict[int, list[str]], metrics: dict) -> dict:
     """A finished system's outputs: test predictions (also as the COCO server's submission file) and qualitative
-    examples, logged to its MLflow run with the test metrics; returns the metrics without the predictions."""
+    examples, logged to its MLflow run with the test metrics (×100); returns the metrics without the predictions."""
     predictions = metrics.pop("predictions")
-    run.log_metrics({f"test_{k}": v for k, v in metrics["test"].items() if isinstance(v, float)})
-    run.set_tag("SPICE_status", metrics["test"]["SPICE_status"])
+    run.log_metrics({f"test_{k}": on_scale(v, SCALE) for k, v in metrics["test"].items() if isinstance(v, float)})
+    run.set_tags({"SPICE_status": metrics["test"]["SPICE_status"],
+                  "metric_scale": f"caption metrics x{SCALE}, as in the tables (reports/metrics/*.json: 0-1)"})
     pred_path = root / paths.PREDICTIONS / name / f"captions_test_{name}_results.json"
     write_results(pred_path, predictions)
     write_results(root / paths.submission(name), predictions)
     run.log_artifact(pred_path)
     examples_path = root / paths.PREDICTIONS / name / "qualitative.md"
-    write_text(examples_path, qualitative(cfg, root, predictions, refs))
+    text, pictures = qualitative(cfg, root, predictions, refs, examples_path.with_suffix(""))
+    write_text(examples_path, text)
     run.log_artifact(examples_path)
+    for picture in pictures:  # beside the page in the run's artifacts (its links work there), and among its charts
+        run.log_artifact(picture, picture.parent.name)
+        run.log_image(picture, f"example_{picture.stem}")
     return metrics
 
 
-def qualitative(cfg, root: Path, predictions: dict[int, str], refs: dict[int, list[str]]) -> str:
+def qualitative(cfg, root: Path, predictions: dict[int, str], refs: dict[int, list[str]], folder: Path
+                ) -> tuple[str, list[Path]]:
+    """The first `evaluation.qualitative_examples` test images: a markdown page, and the pictures it embeds, one
+    PNG per image in `folder` (reports/drawing.py: the image with the model's and the reference captions; under
+    the real profile, whose images are not downloaded, the captions with a note). Returns the page and the PNGs."""
     files = {img["image_id"]: img["path"] for img in read_json(root / paths.IMAGES)}
-    data = REAL_DATA if cfg.profile == "real" else "synthetic image world"
-    lines = [f"# Qualitative examples (test split, {data})", ""]
-    for image_id in sorted(predictions)[: cfg.evaluation.qualitative_examples]:
-        lines += [f"## image {image_id} (`{files.get(image_id, '?')}`)", "", f"- **model:** {predictions[image_id]}"]
-        lines += [f"- reference: {r}" for r in refs[image_id]] + [""]
-    return "\n".join(lines)
+    real = cfg.profile == "real"
+    lines = [f"# Qualitative examples (test split, {REAL_DATA if real else 'synthetic image world'})", ""]
+    shown = sorted(predictions)[: cfg.evaluation.qualitative_examples]
+    with atomic_path(folder) as tmp:  # the whole folder at once: no picture of an earlier run stays behind
+        tmp.mkdir(parents=True)
+        for image_id in shown:
+            picture = None if real else world_image(root, files.get(image_id), image_id)
+            save_png(caption_panel(picture, predictions[image_id], refs[image_id], NO_PICTURE if real else None),
+                     tmp / f"{image_id}.png")
+            lines += [f"## image {image_id} (`{files.get(image_id, '?')}`)", "",
+                      f"![image {image_id} with its captions]({folder.name}/{image_id}.png)", "",
+                      f"- **model:** {predictions[image_id]}"]
+            lines += [f"- reference: {r}" for r in refs[image_id]] + [""]
+    return "\n".join(lines), [folder / f"{image_id}.png" for image_id in shown]
+
+
+def world_image(root: Path, path: str | None, image_id: int):
+    """A test image of the synthetic world (`path` as images.json gives it, under data/raw/image_world/)."""
+    from PIL import Image
+
+    file = root / paths.WORLD / (path or "")
+    if path is None or not file.is_file():
+        raise InputError(f"image {image_id}: missing file {file} of the synthetic world; run `dvc repro synthesize`")
+    with Image.open(file) as image:
+        return image.convert("RGB")

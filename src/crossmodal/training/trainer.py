@@ -32,11 +32,15 @@ from torch import nn
 from .. import paths
 from ..config import Config, to_dict
 from ..data.feature_sets import to_device
-from ..io import save_torch
+from ..io import InputError, RefusedFile, load_torch, save_torch
 from ..models.registry import load_state, read_model_file
 from ..tasks.base import Task
 from . import distributed
 from .schedules import base_lr, make_scheduler
+
+# 2: RNG states as tensors and plain numbers (`rng_states`); a checkpoint of format 1 held numpy's ndarray, which
+# `weights_only` refuses, so the format keys the fingerprint and an old checkpoint is never picked up
+CHECKPOINT_FORMAT = 2
 
 
 def fingerprint(cfg: Config, name: str, files: list[Path], start: str = "") -> str:
@@ -45,7 +49,7 @@ def fingerprint(cfg: Config, name: str, files: list[Path], start: str = "") -> s
     identities = [[str(f), f.stat().st_size, f.stat().st_mtime_ns] for f in files]
     blob = {"system": to_dict(cfg.systems()[name]), "model": to_dict(cfg.model_of(name)), "profile": cfg.profile,
             "evaluation": to_dict(cfg.evaluation), "compute": to_dict(cfg.compute), "files": identities,
-            "start": start}
+            "start": start, "checkpoint_format": CHECKPOINT_FORMAT}
     return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -53,6 +57,23 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
+
+
+def rng_states() -> dict:
+    """The torch, numpy and python RNG states as tensors and plain numbers, which a checkpoint loaded with
+    `weights_only` accepts (numpy's own state holds an ndarray: its MT19937 key is kept as an int64 tensor)."""
+    kind, key, pos, has_gauss, gauss = np.random.get_state()
+    numpy_state = {"kind": kind, "key": torch.from_numpy(key.astype(np.int64)), "pos": int(pos),
+                   "has_gauss": int(has_gauss), "gauss": float(gauss)}
+    return {"torch": torch.get_rng_state(), "numpy": numpy_state, "python": random.getstate()}
+
+
+def set_rng_states(rng: dict) -> None:
+    """Restore exactly the states `rng_states` returned."""
+    n = rng["numpy"]
+    torch.set_rng_state(rng["torch"])
+    np.random.set_state((n["kind"], n["key"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["gauss"]))
+    random.setstate(rng["python"])
 
 
 def make_optimizer(model: nn.Module, cfg) -> torch.optim.Optimizer:
@@ -174,7 +195,7 @@ class Trainer:
     # ---- checkpointing
 
     def save_checkpoint(self, epoch: int) -> None:
-        rng = {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
+        rng = rng_states()
         if self.device.type == "cuda":
             rng["cuda"] = torch.cuda.get_rng_state(self.device)
         state = {"epoch": epoch, "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
@@ -183,12 +204,16 @@ class Trainer:
         save_torch(on_cpu(state), self.checkpoint)
 
     def resume(self) -> int:
-        """Load the checkpoint if one exists for these exact params; returns the next epoch to run."""
+        """Load the checkpoint if one exists for these exact params; returns the next epoch to run. An unreadable
+        one (truncated, say) starts afresh; one that asks for more than tensors and plain data is refused
+        (`RefusedFile`, one line) rather than overwritten."""
         if not self.checkpoint.is_file():
             return 0
         try:
-            state = torch.load(self.checkpoint, map_location="cpu", weights_only=False)
-        except (RuntimeError, EOFError, KeyError):  # unreadable: start afresh rather than fail the stage
+            state = load_torch(self.checkpoint, self.cfg.stage(self.name), "checkpoint")
+        except RefusedFile:
+            raise
+        except InputError:  # unreadable: start afresh rather than fail the stage
             return 0
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])  # moves its state to the parameters' device
@@ -196,9 +221,7 @@ class Trainer:
         if state.get("scaler"):
             self.precision.scaler.load_state_dict(state["scaler"])
         self.history, self.best = state["history"], state["best"]
-        torch.set_rng_state(state["rng"]["torch"])
-        np.random.set_state(state["rng"]["numpy"])
-        random.setstate(state["rng"]["python"])
+        set_rng_states(state["rng"])
         if "cuda" in state["rng"] and self.device.type == "cuda":
             torch.cuda.set_rng_state(state["rng"]["cuda"], self.device)
         return state["epoch"] + 1
@@ -207,14 +230,16 @@ class Trainer:
 
     def run(self, tracker=None) -> dict | None:
         """Train, then run the task's test with the best state; the final metrics, or None on ranks other than 0.
-        The model is left on the CPU with its best weights."""
+        The model is left on the CPU with its best weights. The MLflow `tracker` gets each epoch's row (step = the
+        epoch), then `best_epoch` and `best_<metric>`, the task's metrics on the tables' scale (`Task.for_tracking`);
+        the returned metrics keep the task's own scale."""
         metric, seconds = self.task.metric, {"train": 0.0, "validate": 0.0}
         first = self.resume()
         if tracker is not None:
             if first:
                 tracker.set_tag("resumed_from_epoch", str(first))
             for row in self.history:  # a resumed run still carries the whole curve
-                tracker.log_metrics({k: v for k, v in row.items() if k != "epoch"}, step=row["epoch"])
+                tracker.log_metrics(self.tracked(row), step=row["epoch"])
         for epoch in range(first, self.train_cfg.epochs):
             lr = self.optimizer.param_groups[0]["lr"]
             self.seed_rank_stream(epoch)
@@ -235,7 +260,7 @@ class Trainer:
                              "state": {k: v.to("cpu", copy=True) for k, v in self.model.state_dict().items()}}
             self.save_checkpoint(epoch)
             if tracker is not None:
-                tracker.log_metrics({k: v for k, v in row.items() if k != "epoch"}, step=epoch + 1)
+                tracker.log_metrics(self.tracked(row), step=epoch + 1)
             if self.progress:
                 shown = " ".join(f"{k} {v:.3f}" for k, v in train_metrics.items())
                 print(f"{self.name} epoch {epoch + 1}: {shown} {metric} {value:.3f}", flush=True)
@@ -246,10 +271,18 @@ class Trainer:
         result = self.task.test(self.model)
         seconds["test"] = time.perf_counter() - start
         self.model.cpu()
-        if tracker is not None:  # where the stage's time went (bench_pipeline.py); kept out of the DVC metrics
-            tracker.log_metrics({f"seconds_{k}": v for k, v in seconds.items()})
+        if tracker is not None:
+            # the chosen epoch and its value, for the runs table (a curve's column shows its last epoch), and where
+            # the stage's time went (bench_pipeline.py); the seconds are kept out of the DVC metrics
+            best = self.task.for_tracking({metric: self.best["value"]})[metric]
+            tracker.log_metrics({"best_epoch": self.best["epoch"], f"best_{metric}": best,
+                                 **{f"seconds_{k}": v for k, v in seconds.items()}})
         return {**result, "best_epoch": self.best["epoch"], f"best_{metric}": self.best["value"],
                 "history": self.history}
+
+    def tracked(self, row: dict) -> dict:
+        """An epoch's row as MLflow gets it (step = the epoch): the task's metrics on the tables' scale."""
+        return self.task.for_tracking({k: v for k, v in row.items() if k != "epoch"})
 
     def save_model(self) -> None:
         """The chosen weights and what rebuilds their network, as data/models/<system>/model.pt."""
