@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shutil
+import sqlite3
 import subprocess
 import sys
 import time
@@ -21,6 +22,8 @@ import numpy as np
 import pytest
 import torch
 import yaml
+
+from crossmodal.environment import summary
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -169,7 +172,19 @@ def test_repro_builds_every_output_and_the_table(repo):
     table = (repo / "reports/tables/xlan_table3.md").read_text()
     assert "synthetic" in table and "pending" in table
     assert f"{100 * metrics['test']['CIDEr']:.1f}" in table
-    assert "xlan_table3" in (repo / "reports/index.md").read_text()
+    index = (repo / "reports/index.md").read_text()
+    assert "xlan_table3" in index
+    # every number names where it was made: metrics files, the MLflow run's tags, table and index headings
+    environment = metrics["environment"]
+    assert environment["threads"] >= 1 and environment["versions"]["torch"] == torch.__version__
+    for name in ("backbone", "updown_ensemble", "reference_points"):
+        assert json.loads((repo / f"reports/metrics/{name}.json").read_text())["environment"]["cpu"]
+    line = f"**Computed on: {summary(environment)}, "
+    assert line in table and line in index
+    with sqlite3.connect(repo / "mlflow.db") as db:
+        tags = dict(db.execute("SELECT key, value FROM tags WHERE run_uuid = ?", (metrics["mlflow_run_id"],)))
+    assert tags["env.cpu_capability"] == environment["cpu_capability"]
+    assert tags["env.versions.torch"] == torch.__version__
     assert not list((repo / "data/checkpoints").rglob("*.pt"))  # finished runs leave no checkpoint to resume
 
 

@@ -399,10 +399,37 @@ def test_eta_table3_transcription():
 # ---------------------------------------------------------------- server-only cells
 
 
-def _write_metrics(metrics_dir: Path, variant: str) -> None:
+def _write_metrics(metrics_dir: Path, variant: str, environment: dict | None = None) -> None:
     test = dict(zip(METRICS, [0.7, 0.5, 0.4, 0.3, 0.25, 0.5, 1.1, None]))
-    (metrics_dir / f"{variant}.json").write_text(json.dumps({"variant": variant,
+    extra = {"environment": environment} if environment else {}
+    (metrics_dir / f"{variant}.json").write_text(json.dumps({"variant": variant, **extra,
                                                              "test": {**test, "SPICE_status": SPICE_STATUS}}))
+
+
+def test_headings_name_the_environment_of_the_runs_shown_and_list_mixed_ones(tmp_path, metrics_dir):
+    here = {"cpu": "AMD EPYC", "cpu_capability": "AVX512", "threads": 2, "portable": False, "device": "cpu"}
+    there = {**here, "cpu": "Intel Xeon", "cpu_capability": "AVX2", "portable": True}
+    tables = tmp_path / "paper"
+    tables.mkdir()
+    (tables / "aoanet_online.yaml").write_text((PAPER_TABLES / "aoanet_online.yaml").read_text(encoding="utf-8"),
+                                               encoding="utf-8")
+
+    def heading(systems: set[str]) -> list[str]:
+        build_all(tables, metrics_dir, systems, tmp_path / "out", tmp_path / "index.md")
+        md = (tmp_path / "out" / "aoanet_online.md").read_text()
+        return [line for line in md.splitlines() if line.startswith("**Computed on")]
+
+    _write_metrics(metrics_dir, "aoanet_scst", here)
+    _write_metrics(metrics_dir, "updown_scst", here)
+    assert heading({"aoanet_scst", "updown_scst"}) == [
+        "**Computed on: CPU AVX512, 2 threads (AMD EPYC), all 2 runs shown.**"]
+    _write_metrics(metrics_dir, "updown_scst", there)
+    assert heading({"aoanet_scst", "updown_scst"}) == [
+        "**Computed on mixed environments: CPU AVX2, 2 threads, portable kernels (Intel Xeon): updown_scst; "
+        "CPU AVX512, 2 threads (AMD EPYC): aoanet_scst.**"]
+    _write_metrics(metrics_dir, "updown_scst")  # written before environments were recorded
+    assert heading({"aoanet_scst", "updown_scst"})[0].endswith("(AMD EPYC): aoanet_scst; not recorded: updown_scst.**")
+    assert heading(set()) == []  # nothing reproduced: nothing to name
 
 
 def test_server_only_cells_name_the_submission_file_once_the_variant_has_metrics(tmp_path, metrics_dir):

@@ -11,6 +11,7 @@ import importlib
 import sys
 
 from . import config as config_mod
+from .environment import pin_kernel_paths
 from .io import InputError
 
 # command -> (module in crossmodal.stages, its arguments)
@@ -44,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg = config_mod.load(args.params)
         root = config_mod.repo_root()
+        pin_kernel_paths(cfg.compute.portable)  # before any stage module imports torch
         if args.command == "pipelines":  # by name too: no stage depends on the generator
             return importlib.import_module("crossmodal.pipelines").write_pipelines(cfg, root, check=args.check)
         importlib.import_module(f"crossmodal.stages.{COMMANDS[args.command][0]}").run(cfg, root, args)

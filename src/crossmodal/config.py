@@ -152,6 +152,7 @@ class ComputeConfig:
     amp: bool = False  # mixed precision (autocast) on CUDA
     processes: int = 1  # > 1: the stage relaunches itself under torchrun, one DDP process each
     backend: str = "auto"  # auto (nccl on CUDA, gloo on CPU) | nccl | gloo
+    portable: bool = False  # pin the CPU kernel paths (environment.py), so that x86-64 CPUs agree bit for bit
 
     def __post_init__(self) -> None:
         if self.device not in ("auto", "cpu", "cuda"):

@@ -139,10 +139,11 @@ def spine_stages(cfg: Config) -> dict:
         "python -m crossmodal prepro-captions", ["profile", "vocabularies"],
         [world, raw / "karpathy", raw / "coco_captions", *stage_code("prepro_captions")], [str(paths.CAPTIONS)])
     stages["pretrain_backbone"] = _stage(
-        "python -m crossmodal pretrain-backbone", ["profile", "backbone"], [world, *stage_code("pretrain_backbone")],
+        "python -m crossmodal pretrain-backbone", ["profile", "backbone", "compute.portable"],
+        [world, *stage_code("pretrain_backbone")],
         [str(paths.BACKBONE)], [paths.METRICS / "backbone.json"])
     stages["extract_regions"] = _stage(
-        "python -m crossmodal extract-regions", ["profile", "regions"],
+        "python -m crossmodal extract-regions", ["profile", "regions", "compute.portable"],
         [world, paths.BACKBONE, raw / "butd_adaptive", raw / "butd_fixed36", *stage_code("extract_regions")],
         [str(paths.REGIONS)])
     stages["reference_points"] = _stage(

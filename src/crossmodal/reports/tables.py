@@ -64,6 +64,7 @@ from typing import Any
 import yaml
 
 from crossmodal import paths
+from crossmodal.environment import summary as environment_summary
 from crossmodal.io import InputError, read_json, write_json, write_text
 
 REFERENCE_LABELS = {"constant_caption": "Constant caption", "human_ceiling": "Human ceiling"}
@@ -347,7 +348,7 @@ def _profile_line(profile: Any, path: Path, dataset: str) -> str:
 
 
 class _Results:
-    """Our test metrics per variant, read once; None for a variant that is pending."""
+    """Our metrics files per variant, each read once; a variant's test metrics are None while it is pending."""
 
     def __init__(self, metrics_dir: Path, registered: set[str]):
         self.metrics_dir, self.registered, self._cache = metrics_dir, registered, {}
@@ -356,7 +357,7 @@ class _Results:
         """The whole metrics file of a registered variant (an InputError when it is missing or malformed)."""
         if self.test(variant) is None:
             raise InputError(f"{self.metrics_dir / f'{variant}.json'}: missing (no metrics of {variant!r})")
-        return read_json(self.metrics_dir / f"{variant}.json")
+        return self._cache[variant]
 
     def test(self, variant: str) -> dict | None:
         if variant not in self._cache:
@@ -369,8 +370,25 @@ class _Results:
                     raise InputError(f"{path}: expected an object with a 'test' metrics mapping")
                 if data.get("variant", variant) != variant:
                     raise InputError(f"{path}: names variant {data['variant']!r}, expected {variant!r}")
-                self._cache[variant] = data["test"]
-        return self._cache[variant]
+                self._cache[variant] = data
+        return None if self._cache[variant] is None else self._cache[variant]["test"]
+
+    def environment_line(self) -> str | None:
+        """The heading line naming the environment of every variant read so far (environment.py): one line when
+        they agree, each environment with its variants when they do not; None when no variant has results."""
+        shown = {v: data.get("environment") for v, data in self._cache.items() if data is not None}
+        if not shown:
+            return None
+        groups: dict[str, list[str]] = {}
+        for variant, block in shown.items():
+            recorded = isinstance(block, dict) and "cpu_capability" in block
+            text = environment_summary(block) if recorded else "not recorded"
+            groups.setdefault(text, []).append(variant)
+        if len(groups) == 1:
+            runs = f"all {len(shown)} runs shown" if len(shown) > 1 else "the one run shown"
+            return f"**Computed on: {next(iter(groups))}, {runs}.**"
+        parts = "; ".join(f"{text}: {', '.join(sorted(variants))}" for text, variants in sorted(groups.items()))
+        return f"**Computed on mixed environments: {parts}.**"
 
 
 def _our_value(test: dict, key: str, where: str) -> float | None:
@@ -489,6 +507,8 @@ def build_table(table: PaperTable, metrics_dir: str | os.PathLike, registered_va
     if table.reference_points:
         ref_path = metrics_dir / table.reference_points
         refs = read_json(ref_path)
+        if isinstance(refs, dict):
+            refs.pop("environment", None)  # the stage's own environment block (environment.py)
         if not isinstance(refs, dict) or not refs:
             raise InputError(f"{ref_path}: expected a non-empty object of reference points")
         heading(REFERENCE_HEADING)
@@ -519,6 +539,7 @@ def build_table(table: PaperTable, metrics_dir: str | os.PathLike, registered_va
         "",
         _profile_line(read_json(profile_path), profile_path, table.dataset),
         "",
+        *([line, ""] if (line := results.environment_line()) else []),
         f"Source: {table.source_table}. {table.caption}",
         "",
         f"Paper values as printed ({table.unit}); ours = our test-split value × {table.scale:g}. "
@@ -576,12 +597,14 @@ def build_index(summaries: list[Path], tables_dir: Path, index_path: Path, metri
         index.append(_md_row([f"[{entry['id']}]({link})", entry["table"], entry["paper"], str(entry["reproduced"]),
                               str(entry["pending"]), str(entry["cited"])]))
     if systems:
+        results = _Results(metrics_dir, set(systems))
         index += ["", "## Trained systems", "", "Test split, x100, beam search; params.yaml `<paper>.systems` and "
                   "`<paper>.ensembles`.", "", "| System | Paper | Objective | Best epoch | B@4 | METEOR | CIDEr-D |",
                   "|---|---|---|---:|---:|---:|---:|"]
         for name, paper in systems.items():
-            data = _Results(metrics_dir, {name}).metrics(name)
+            data = results.metrics(name)
             test = data["test"]
             index.append(_md_row([f"`{name}`", paper, data.get("objective", ""), str(data.get("best_epoch", "")),
                                   *(_fmt(100 * test[k], 1) for k in ("BLEU-4", "METEOR", "CIDEr"))]))
+        index[1:1] = ["", results.environment_line()]
     write_text(index_path, "\n".join(index) + "\n")

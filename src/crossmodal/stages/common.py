@@ -22,6 +22,17 @@ def set_threads(cfg) -> None:
     torch.set_num_threads(cfg.runtime.threads or min(2, max(1, (os.cpu_count() or 1) // local)))
 
 
+def record_environment(run=None, device: str = "cpu") -> dict:
+    """This stage's environment block (environment.py), also set as the MLflow run's tags: what goes into its
+    metrics file as `environment`. Call it after `set_threads`, once the stage's computation has run."""
+    from ..environment import describe, tags
+
+    block = describe(device)
+    if run is not None:
+        run.set_tags(tags(block))
+    return block
+
+
 def real(cfg) -> bool:
     return cfg.profile == "real"
 

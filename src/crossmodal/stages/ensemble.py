@@ -6,7 +6,7 @@ from pathlib import Path
 
 from .. import paths
 from ..io import InputError, write_json
-from .common import set_threads
+from .common import record_environment, set_threads
 
 
 def run(cfg, root: Path, args) -> None:
@@ -41,4 +41,6 @@ def run(cfg, root: Path, args) -> None:
         metrics = write_captions(cfg, root, name, run, refs, {
             "variant": name, "model": system.model, "objective": cfg.systems()[members[0]].objective,
             "members": list(members), "predictions": predictions, "test": evaluate_captions(predictions, refs)})
-        write_json(root / paths.METRICS / f"{name}.json", {**metrics, "mlflow_run_id": run.run_id})
+        environment = record_environment(run, str(device))
+        write_json(root / paths.METRICS / f"{name}.json",
+                   {**metrics, "environment": environment, "mlflow_run_id": run.run_id})

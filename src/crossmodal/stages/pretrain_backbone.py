@@ -7,7 +7,7 @@ from pathlib import Path
 from .. import paths
 from ..config import flatten
 from ..io import save_torch, write_json
-from .common import progress, real, set_threads, skipped_under_real_profile
+from .common import progress, real, record_environment, set_threads, skipped_under_real_profile
 
 
 def run(cfg, root: Path, args) -> None:
@@ -27,4 +27,5 @@ def run(cfg, root: Path, args) -> None:
             run.log_metrics({"train_loss": loss}, step=epoch)
         run.log_metrics({f"val_accuracy_{k}": v for k, v in result["accuracy"].items()})
         run.log_metrics({"train_seconds": result.pop("seconds")})  # timings stay out of the DVC metrics
-        write_json(root / paths.METRICS / "backbone.json", {"mlflow_run_id": run.run_id, **result})
+        write_json(root / paths.METRICS / "backbone.json",
+                   {"mlflow_run_id": run.run_id, **result, "environment": record_environment(run)})

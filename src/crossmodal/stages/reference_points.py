@@ -10,7 +10,7 @@ from ..data.karpathy import read_karpathy
 from ..io import write_json
 from ..metrics.captions import evaluate_captions
 from ..metrics.reference_points import best_constant_caption, human_ceiling
-from .common import split_file
+from .common import record_environment, split_file
 
 
 def run(cfg, root: Path, args) -> None:
@@ -23,4 +23,5 @@ def run(cfg, root: Path, args) -> None:
     write_json(root / paths.METRICS / "reference_points.json", {
         "constant_caption": {"caption": caption, "chosen_on": "val", "val_CIDEr": val_cider, "test": constant},
         "human_ceiling": {"test": human_ceiling(test_refs)},
+        "environment": record_environment(),
     })

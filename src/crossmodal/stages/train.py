@@ -8,7 +8,7 @@ from pathlib import Path
 from .. import paths
 from ..config import flatten
 from ..io import InputError, write_json
-from .common import progress, set_threads
+from .common import progress, record_environment, set_threads
 
 
 def run(cfg, root: Path, args) -> None:
@@ -37,5 +37,7 @@ def run(cfg, root: Path, args) -> None:
             return
         trainer.save_model()
         metrics = trainer.task.write_outputs(run, result)
-        write_json(root / paths.METRICS / f"{name}.json", {**metrics, "mlflow_run_id": run.run_id})
+        environment = record_environment(run, str(trainer.device))
+        write_json(root / paths.METRICS / f"{name}.json",
+                   {**metrics, "environment": environment, "mlflow_run_id": run.run_id})
         trainer.checkpoint.unlink(missing_ok=True)  # finished: a rerun (new code, say) must not resume it

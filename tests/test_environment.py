@@ -1,0 +1,114 @@
+"""The environment a number depends on (crossmodal.environment): recorded, summarised, and pinned by the
+portable mode, which must change the kernel paths the process reports and give byte-identical model files."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from crossmodal.environment import KERNEL_VARIABLES, PORTABLE, describe, pin_kernel_paths, summary, tags
+from crossmodal.io import InputError
+
+ROOT = Path(__file__).resolve().parents[1]
+PROBE = """
+import os, sys
+from crossmodal.environment import pin_kernel_paths
+pin_kernel_paths(sys.argv[1] == "portable")
+import torch
+a = torch.ones(32, 32)
+(a @ a).sum()
+print("capability", torch.backends.cpu.get_cpu_capability(), flush=True)
+"""
+
+
+def _clean_env(**extra: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in KERNEL_VARIABLES}
+    env.update(PYTHONPATH=str(ROOT / "src"), **extra)
+    return env
+
+
+def _probe(mode: str) -> tuple[str, str]:
+    """(capability ATen reports, MKL's CNR mode from MKL_VERBOSE) of a fresh process in `mode`."""
+    out = subprocess.run([sys.executable, "-c", PROBE, mode], env=_clean_env(MKL_VERBOSE="1"), capture_output=True,
+                         text=True, check=True, timeout=120).stdout
+    capability = next(line.split()[1] for line in out.splitlines() if line.startswith("capability"))
+    cnr = next(part for line in out.splitlines() if "SGEMM" in line for part in line.split() if part.startswith("CNR:"))
+    return capability, cnr
+
+
+def test_portable_mode_changes_the_kernel_paths_the_process_reports():
+    default_capability, default_cnr = _probe("default")
+    capability, cnr = _probe("portable")
+    assert (capability, cnr) == ("AVX2", "CNR:COMPATIBLE")
+    assert default_cnr == "CNR:OFF"  # MKL's conditional reproducibility is off unless asked for
+    assert default_capability in ("AVX512", "AVX2", "DEFAULT", "ZVECTOR", "SVE256")
+
+
+def test_pinning_after_torch_is_imported_is_refused(monkeypatch):
+    import torch  # noqa: F401  (imported: the libraries have read their variables already)
+
+    for key in KERNEL_VARIABLES:
+        monkeypatch.delenv(key, raising=False)
+    with pytest.raises(InputError, match="before its kernel paths could be pinned"):
+        pin_kernel_paths(True)
+    pin_kernel_paths(False)  # the default changes nothing, so it is always allowed
+    assert not any(key in os.environ for key in KERNEL_VARIABLES)
+
+
+def test_the_block_records_cpu_kernels_threads_and_versions(monkeypatch):
+    import torch
+
+    monkeypatch.setenv("MKL_CBWR", "AVX2")
+    block = describe()
+    assert block["threads"] == torch.get_num_threads()
+    assert block["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    assert block["kernel_variables"] == {"MKL_CBWR": "AVX2"} and block["portable"] is False
+    assert set(block["versions"]) == {"python", "torch", "numpy", "pycocoevalcap", "java"}
+    assert block["versions"]["torch"] == torch.__version__
+    flat = tags(block)
+    assert flat["env.threads"] == str(block["threads"]) and flat["env.kernel_variables.MKL_CBWR"] == "AVX2"
+    assert flat["env.versions.torch"] == torch.__version__
+
+
+def test_summary_names_capability_threads_and_mode():
+    block = {"cpu": "Some CPU", "cpu_capability": "AVX512", "threads": 2, "portable": False, "device": "cpu"}
+    assert summary(block) == "CPU AVX512, 2 threads (Some CPU)"
+    assert summary({**block, "threads": 1, "portable": True}) == "CPU AVX512, 1 thread, portable kernels (Some CPU)"
+
+
+def _md5(path: Path) -> str:
+    return hashlib.md5(path.read_bytes()).hexdigest()
+
+
+def test_two_runs_in_portable_mode_give_byte_identical_model_files(tmp_path):
+    """The tiny world's backbone trained twice with `compute.portable: true`, each in a fresh process."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "dvc.yaml").write_text("stages: {}\n")
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params["world"]["images"] = {"train": 40, "val": 10, "test": 10}
+    params["world"]["image_size"] = 64
+    params["backbone"].update(epochs=2, channels=8, feature_dim=16)
+    params["compute"]["portable"] = True
+    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    env = _clean_env(CROSSMODAL_PROGRESS="0")
+
+    def crossmodal(*args: str) -> None:
+        subprocess.run([sys.executable, "-m", "crossmodal", *args], cwd=repo, env=env, check=True, timeout=300,
+                       capture_output=True)
+
+    crossmodal("synthesize")
+    digests = []
+    for _ in range(2):
+        crossmodal("pretrain-backbone")
+        digests.append(_md5(repo / "data/models/backbone.pt"))
+    assert digests[0] == digests[1]
+    environment = json.loads((repo / "reports/metrics/backbone.json").read_text())["environment"]
+    assert environment["portable"] is True and environment["cpu_capability"] == "AVX2"
+    assert environment["kernel_variables"] == PORTABLE
