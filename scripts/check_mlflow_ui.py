@@ -99,6 +99,12 @@ def pick_run(db: Path, name: str | None):
     return experiment.experiment_id, runs[0], sorted(pictures)
 
 
+def as_the_ui_prints(value: float) -> str:
+    """A metric value as the UI prints it: JavaScript's shortest round-trip form, which Python's repr shares, but
+    with no `.0` on whole numbers."""
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
 def loaded_image(page, selector: str) -> int:
     """The natural width of the first image matching `selector` once it has loaded (0: broken)."""
     image = page.locator(selector).first
@@ -154,7 +160,7 @@ def check(repo: Path, shots: Path, run_name: str | None, chromium: str) -> list[
                 text = page.inner_text("body").replace("\t", "\n")
                 for metric in ("best_epoch", "best_val_CIDEr", "test_CIDEr"):
                     value = metrics.get(metric)
-                    expect(value is not None and f"{metric}\n{value:g}" in text, f"run page: {metric} = {value}")
+                    expect(value is not None and f"{metric}\n{as_the_ui_prints(value)}" in text, f"run page: {metric} = {value}")
 
             def run_artifact() -> None:  # the UI shows a fetched artifact as a blob: URL
                 width = loaded_image(page, "img[src^='blob:']")
