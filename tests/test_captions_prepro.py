@@ -34,9 +34,9 @@ def test_tokenize_lowercases_and_drops_punctuation():
 REFERENCES = {102: ["A purple circle.", "One purple circle"], 103: ["A red star."], 100: ["unused"]}
 
 
-def _preprocess(tmp_path, vocabularies, references=REFERENCES):
+def _preprocess(tmp_path, vocabularies, references=REFERENCES, image_root=None):
     _dataset(tmp_path / "d.json")
-    return preprocess(vocabularies, read_karpathy(tmp_path / "d.json"), references, tmp_path / "out")
+    return preprocess(vocabularies, read_karpathy(tmp_path / "d.json"), references, tmp_path / "out", 1, image_root)
 
 
 def test_vocabulary_threshold_unk_and_truncation(tmp_path):
@@ -72,6 +72,22 @@ def test_one_caption_set_per_vocabulary_and_shared_references(tmp_path):
     assert read_coco_captions(refs / "captions_val.json") == {103: REFERENCES[103]}
     images = json.loads((tmp_path / "out" / "images.json").read_text())
     assert images[2] == {"image_id": 102, "path": "x/2.png", "split": "test"}
+
+
+def test_the_first_test_images_are_set_aside_as_examples_with_a_copy_of_each(tmp_path):
+    _preprocess(tmp_path, {"v": CaptionsConfig()})  # the real profile: no images at hand, the list only
+    examples = tmp_path / "out" / "examples"
+    assert json.loads((examples / "examples.json").read_text()) == [{"image_id": 102, "path": "x/2.png", "file": None}]
+    assert sorted(p.name for p in examples.iterdir()) == ["examples.json"]
+    world = tmp_path / "world"
+    with pytest.raises(InputError, match="image 102: missing file .*world/x/2.png"):
+        _preprocess(tmp_path, {"v": CaptionsConfig()}, image_root=world)
+    assert (examples / "examples.json").is_file()  # the earlier output stays whole
+    (world / "x").mkdir(parents=True)
+    (world / "x" / "2.png").write_bytes(b"picture bytes")
+    _preprocess(tmp_path, {"v": CaptionsConfig()}, image_root=world)
+    assert json.loads((examples / "examples.json").read_text())[0]["file"] == "102.png"
+    assert (examples / "102.png").read_bytes() == b"picture bytes"
 
 
 def test_an_evaluation_image_without_references_is_an_error_and_nothing_is_written(tmp_path):

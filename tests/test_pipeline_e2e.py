@@ -8,6 +8,7 @@ queued experiments land in MLflow; and bad input fails with one line and a non-z
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -138,22 +139,37 @@ REAL_PROFILE_ONLY = {"download": {"src/crossmodal/data/__init__.py", "src/crossm
                      "extract-regions": {"src/crossmodal/data/butd_tsv.py"}}
 
 
+def _closure_files(repo: Path, stage: dict) -> dict[str, str]:
+    """The files (with their MD5s) of the code closure a stage depends on, as the `code` stage wrote them."""
+    (listing,) = [d for d in stage["deps"] if d.startswith("data/code/")]
+    return {f: md5 for md5, f in (line.split("  ") for line in (repo / listing).read_text().splitlines())}
+
+
 def test_every_stage_depends_on_exactly_the_code_it_runs(repo, traces):
-    """The import trace of each stage process against the code deps its stage file lists: nothing missing, and
-    nothing listed that the stage never imports (but the real profile's readers)."""
-    by_cmd, checked = stages(repo), set()
+    """The import trace of each stage process against the code its stage depends on (its closure's file, which
+    lists each file with its MD5): nothing missing, and nothing listed that the stage never imports (but the real
+    profile's readers). The `code` stage depends on the files it lists and those it runs, no other."""
+    by_cmd, checked, listed = stages(repo), set(), set()
     for trace in traces.glob("*.json"):
         record = json.loads(trace.read_text())
         if not record["argv"][0].endswith("crossmodal/__main__.py"):  # DVC itself, git hooks
             continue
         cmd = "python -m crossmodal " + " ".join(record["argv"][1:])
         stage = by_cmd[cmd]
-        code = {d for d in stage["deps"] if d.startswith("src/")}
         ran = {Path(f).resolve().relative_to(repo.resolve()).as_posix() for f in record["files"]}
-        assert ran <= code, f"{stage['name']}: imports {sorted(ran - code)} but does not depend on them"
-        unused = code - ran - {d for d in code if d.endswith(".yaml")}
-        assert unused == REAL_PROFILE_ONLY.get(record["argv"][1], set()), f"{stage['name']}: {sorted(unused)}"
         checked.add(cmd)
+        if stage["name"] == "code":
+            code_stage = (stage, ran)
+            continue
+        assert not [d for d in stage["deps"] if d.startswith("src/") and not d.endswith(".yaml")], stage["name"]
+        files = _closure_files(repo, stage)
+        assert all(hashlib.md5((repo / f).read_bytes()).hexdigest() == md5 for f, md5 in files.items())
+        listed |= set(files)
+        code = set(files)
+        assert ran <= code, f"{stage['name']}: imports {sorted(ran - code)} but does not depend on them"
+        assert code - ran == REAL_PROFILE_ONLY.get(record["argv"][1], set()), f"{stage['name']}: {sorted(code - ran)}"
+    stage, ran = code_stage
+    assert set(stage["deps"]) == listed | ran
     assert checked == set(by_cmd)  # every stage ran once and was checked
     assert run(repo, sys.executable, "-m", "crossmodal", "pipelines", "--check").returncode == 0
 
@@ -246,16 +262,20 @@ def test_a_new_model_file_and_the_runtime_params_rerun_nothing(repo):
 
 
 def test_editing_one_model_file_changes_only_its_systems(repo):
-    """Up-Down's file: its systems (the reseeded members, SCST continuing it, their ensemble) change, and with them
-    the tables showing them (downstream, as the next test shows); Att2in, whose recipe derives from Up-Down's
-    params, and every other stage do not."""
+    """Up-Down's file: `code` rewrites the closures that hold it, and then Up-Down's systems (the reseeded members,
+    SCST continuing it, their ensemble) change, and with them the tables showing them (downstream, as the next
+    test shows); Att2in, whose recipe derives from Up-Down's params, and every other stage do not."""
     model = repo / "src/crossmodal/models/updown.py"
     model.write_text(model.read_text() + "\n# an edit\n")
     try:
+        assert _stages_changed(run(repo, "dvc", "status").stdout) == ["code"]
+        run(repo, "dvc", "repro", "code")
         assert _stages_changed(run(repo, "dvc", "status").stdout) == sorted(_in("baselines", *UPDOWN_FAMILY))
     finally:
         run(repo, "git", "checkout", str(model))
+        run(repo, "dvc", "repro", "code")
     assert "changed" not in run(repo, "dvc", "status").stdout
+    assert run(repo, "git", "status", "--porcelain").stdout == ""  # the lock is back as it was
 
 
 def _stages_changed(status: str) -> list[str]:
@@ -419,7 +439,7 @@ def test_real_profile_downloads_converts_and_trains_the_world_served_in_the_publ
         run(real, sys.executable, "-m", "crossmodal", "pipelines")
         commit_all(real, "real profile on loopback")
         out = run(real, "dvc", "repro", "pipelines/baselines/dvc.yaml:updown").stdout
-    assert _stages_run(out) == sorted(["download-karpathy", "download-coco_captions", "download-butd_adaptive",
+    assert _stages_run(out) == sorted(["code", "download-karpathy", "download-coco_captions", "download-butd_adaptive",
                                        "download-butd_fixed36", "synthesize", "prepro_captions",
                                        "pretrain_backbone", "extract_regions", *_in("baselines", "updown")]), out
     for name in REAL_SOURCES:

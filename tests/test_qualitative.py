@@ -12,6 +12,8 @@ import pytest
 from PIL import Image
 
 from crossmodal import paths
+from crossmodal.data.captions import write_examples
+from crossmodal.data.karpathy import KarpathyImage
 from crossmodal.io import InputError
 from crossmodal.reports import drawing
 from crossmodal.tasks.captioning import SCALE, Captioning, write_captions
@@ -107,19 +109,21 @@ class FakeRun:
         self.images[key] = Path(path)
 
 
-def tiny_root(root: Path, ids: list[int]) -> dict[int, list[str]]:
-    """images.json and the synthetic world's test images of `ids`; their references."""
-    (root / paths.IMAGES).parent.mkdir(parents=True)
-    entries = [{"image_id": i, "path": f"images/test/synth_test_{i:06d}.png", "split": "test"} for i in ids]
-    (root / paths.IMAGES).write_text(json.dumps(entries))
-    for i, entry in zip(ids, entries):
-        (root / paths.WORLD / entry["path"]).parent.mkdir(parents=True, exist_ok=True)
-        picture(i).save(root / paths.WORLD / entry["path"])
+def tiny_root(root: Path, ids: list[int], examples: int = 2, images: bool = True) -> dict[int, list[str]]:
+    """What `prepro_captions` leaves for the examples: the first `examples` test images by id set aside, with a
+    copy of each picture unless `images` is False (the real profile); their references."""
+    world = root / "world"
+    entries = [KarpathyImage(i, i, "test", "images/test", f"synth_test_{i:06d}.png", []) for i in ids]
+    for entry in entries:
+        (world / entry.path).parent.mkdir(parents=True, exist_ok=True)
+        picture(entry.image_id).save(world / entry.path)
+    write_examples(sorted(entries, key=lambda e: e.image_id)[:examples], world if images else None,
+                   root / paths.EXAMPLES)
     return {i: [f"reference {k} of image {i}" for k in range(5)] for i in ids}
 
 
-def config(profile: str = "synthetic", examples: int = 2):
-    return SimpleNamespace(profile=profile, evaluation=SimpleNamespace(qualitative_examples=examples))
+def config(profile: str = "synthetic"):
+    return SimpleNamespace(profile=profile)
 
 
 TEST = {"BLEU-1": 0.75, "BLEU-4": 0.4, "METEOR": 0.3, "ROUGE-L": 0.6, "CIDEr": 2.028341, "SPICE": None,
@@ -154,16 +158,19 @@ def test_write_captions_logs_x100_keeps_0_to_1_and_draws_each_example(tmp_path):
 
 
 def test_real_profile_draws_the_captions_without_a_picture_and_synthetic_needs_its_images(tmp_path):
-    refs = tiny_root(tmp_path, [1, 2])
-    for image in (tmp_path / paths.WORLD).rglob("*.png"):
-        image.unlink()  # the real profile has no images: only features are downloaded
+    refs = tiny_root(tmp_path, [1, 2], examples=5, images=False)  # the real profile has no images: only features
     run = FakeRun()
-    write_captions(config("real", 5), tmp_path, "tiny", run, refs,
+    write_captions(config("real"), tmp_path, "tiny", run, refs,
                    {"predictions": {1: "a cat", 2: "a dog"}, "test": dict(TEST)})
     folder = tmp_path / paths.PREDICTIONS / "tiny" / "qualitative"
     assert sorted(p.name for p in folder.iterdir()) == ["1.png", "2.png"]
     with Image.open(folder / "1.png") as image:
         assert image.height < drawing.PICTURE_HEIGHT  # text only
-    with pytest.raises(InputError, match="synth_test_000001.png"):
-        write_captions(config("synthetic"), tmp_path, "tiny", FakeRun(), refs,
+    with pytest.raises(InputError, match="example 2 has no test prediction"):
+        write_captions(config("real"), tmp_path, "tiny", FakeRun(), refs,
                        {"predictions": {1: "a cat"}, "test": dict(TEST)})
+    tiny_root(tmp_path / "synthetic", [1, 2])
+    (tmp_path / "synthetic" / paths.EXAMPLES / "1.png").unlink()
+    with pytest.raises(InputError, match="examples/1.png; run `dvc repro prepro_captions`"):
+        write_captions(config("synthetic"), tmp_path / "synthetic", "tiny", FakeRun(), refs,
+                       {"predictions": {1: "a cat", 2: "a dog"}, "test": dict(TEST)})

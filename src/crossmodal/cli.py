@@ -16,6 +16,7 @@ from .io import InputError
 
 # command -> (module in crossmodal.stages, its arguments)
 COMMANDS: dict[str, tuple[str, dict[str, str]]] = {
+    "code": ("code", {"--closures": "comma-separated code closure keys (closures.py)"}),
     "download": ("download", {"--dataset": "a key of `datasets` in params.yaml"}),
     "synthesize": ("synthesize", {}),
     "prepro-captions": ("prepro_captions", {}),

@@ -16,12 +16,14 @@ KARPATHY_COCO = RAW / "karpathy" / "dataset_coco.json"  # inside caption_dataset
 COCO_CAPTION_FILES = tuple(RAW / "coco_captions" / "annotations" / f"captions_{s}2014.json" for s in ("train", "val"))
 CAPTIONS = Path("data/processed/captions")
 IMAGES = CAPTIONS / "images.json"  # every image of the split file: id, path, split
+EXAMPLES = CAPTIONS / "examples"  # the qualitative examples: examples.json and a copy of each image
 BACKBONE = Path("data/models/backbone.pt")
 FEATURES = Path("data/features")
 REGIONS = FEATURES / "regions.h5"
 MODELS = Path("data/models")
 PREDICTIONS = Path("data/predictions")
 CHECKPOINTS = Path("data/checkpoints")
+CODE = Path("data/code")  # one file per code closure a stage runs (stages/code.py)
 METRICS = Path("reports/metrics")
 TABLES = Path("reports/tables")
 INDEX = Path("reports/index.md")
@@ -56,3 +58,8 @@ def submission(variant: str) -> Path:
 def features(name: str) -> Path:
     """The HDF5 file of a feature set, the named input a system's `inputs` maps it to (data/feature_sets.py)."""
     return FEATURES / f"{name}.h5"
+
+
+def code(closure_key: str) -> Path:
+    """The file listing a code closure's files and their MD5s (closures.py), a stage's only code dependency."""
+    return CODE / f"{closure_key}.txt"

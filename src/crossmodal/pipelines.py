@@ -1,109 +1,54 @@
 """`python -m crossmodal pipelines`: write the DVC stage files from params.yaml and the code's import graph.
 
-- `dvc.yaml` (the root) holds the stages every paper shares: downloads, the synthetic world, caption
-  preprocessing, backbone, region features, reference points, and `index` (reports/index.md), which depends on
-  every paper's tables, so that `dvc repro` at the root rebuilds everything.
+- `dvc.yaml` (the root) holds the stages every paper shares: `code` (the code closures, below), downloads, the
+  synthetic world, caption preprocessing, backbone, region features, reference points, and `index`
+  (reports/index.md), which depends on every paper's tables, so that `dvc repro` at the root rebuilds everything.
 - `pipelines/<paper>/dvc.yaml` holds one stage per system and ensemble of that params section, in params order,
   and the paper's `tables` stage. `dvc repro pipelines/<paper>/dvc.yaml` rebuilds that paper and what it needs.
 
 Exact dependencies. A stage depends on the params it reads (a system: its entry and every entry it derives
 from, its model's entries when it continues another system, `evaluation`, `compute`, `profile`, its
-vocabulary) and on the code its command runs: the import closure of `crossmodal/__main__.py`, the CLI, the
-stage's module in `crossmodal/stages/`, and for a system its task (`crossmodal/tasks/<task>.py`), objective
-(`crossmodal/training/<objective>.py`) and model (`crossmodal/models/<model>.py`), which are imported by name so
-that no other stage's closure holds them. The
-closure follows every `import` in a module, wherever it stands (function-level imports included), within the
-`crossmodal` package. `runtime` is read by every stage but is never a dependency: it cannot change results.
+vocabulary) and on the code its command runs: its import closure (closures.py), through one file,
+`data/code/<closure key>.txt`, that the `code` stage writes with the MD5 of each file of the closure. An edit
+reruns exactly the stages whose closure holds the edited file (after `code`, which takes a second); a file no
+closure imports reruns nothing. `runtime` is read by every stage but is never a dependency: it cannot change
+results.
 
 The files are generated, not written by hand: after adding or removing a system, run this command (a test and
 `--check` fail while a stage file differs from what params.yaml and the code say).
 """
 from __future__ import annotations
 
-import ast
-from functools import lru_cache
 from pathlib import Path
 
 import yaml
 
-from . import paths
+from . import closures, paths
 from .config import PAPERS, Config
 from .io import write_text
 
-PACKAGE = Path(__file__).resolve().parent  # src/crossmodal
-SRC = PACKAGE.parent
 HEADER = ("# Written by `python -m crossmodal pipelines` from params.yaml and the code's imports: do not edit by hand.\n"
           "# {what}\n")
-# every captioning system's test references and its examples' images (the world's pictures: tasks/captioning.py)
-CAPTION_DATA = [paths.CAPTIONS / "references", paths.IMAGES, paths.WORLD]
+# every captioning system's test references and its qualitative examples (tasks/captioning.py)
+CAPTION_DATA = [paths.CAPTIONS / "references", paths.EXAMPLES]
 
 
 def pipeline_file(paper: str) -> Path:
     return Path("pipelines") / paper / "dvc.yaml"
 
 
-# ------------------------------------------------------------------------------------------------ code closure
+def stage_code(stage_module: str, *by_name: str) -> list[Path]:
+    """A stage's code dependency: its closure's file, which the `code` stage writes."""
+    return [paths.code(closures.key(stage_module, *by_name))]
 
 
-def _module_file(module: str) -> Path | None:
-    """The file of a `crossmodal` module (a package's __init__.py), or None when it is not one."""
-    parts = module.split(".")
-    if parts[0] != "crossmodal":
-        return None
-    base = SRC.joinpath(*parts)
-    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
-        if candidate.is_file():
-            return candidate
-    return None
-
-
-def _module_name(path: Path) -> str:
-    rel = path.relative_to(SRC).with_suffix("")
-    parts = list(rel.parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-@lru_cache(maxsize=None)
-def _imports(path: Path) -> frozenset[str]:
-    """The `crossmodal` modules one file imports anywhere in its body."""
-    module = _module_name(path)
-    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                anchor = package.split(".")
-                anchor = anchor[: len(anchor) - node.level + 1]
-                base = ".".join(anchor + ([node.module] if node.module else []))
-            else:
-                base = node.module or ""
-            found.add(base)
-            found.update(f"{base}.{alias.name}" for alias in node.names)  # kept only where a submodule
-    return frozenset(m for m in found if _module_file(m) is not None)
-
-
-def closure(modules: list[str]) -> list[str]:
-    """Repository-relative files of the modules and everything they import in the package, with the __init__.py
-    of every package on the way (Python runs them on import); sorted."""
-    seen: set[Path] = set()
-    todo = list(modules)
-    while todo:
-        module = todo.pop()
-        parts = module.split(".")
-        for k in range(1, len(parts) + 1):
-            path = _module_file(".".join(parts[:k]))
-            if path is None:
-                raise ValueError(f"{module} is not a module of the crossmodal package")
-            if path not in seen:
-                seen.add(path)
-                todo.extend(_imports(path))
-    return sorted(p.relative_to(SRC.parent).as_posix() for p in seen)
-
-
-def stage_code(stage_module: str, *extra: str) -> list[str]:
-    return closure(["crossmodal.__main__", "crossmodal.cli", f"crossmodal.stages.{stage_module}", *extra])
+def code_stage(stage_files: list[dict]) -> dict:
+    """The `code` stage: every closure the other stages depend on, and the source files those closures hold
+    (and its own)."""
+    keys = sorted({Path(d).stem for stages in stage_files for stage in stages.values() for d in stage["deps"]
+                   if Path(d).parent == paths.CODE})
+    sources = sorted({f for k in [*keys, "code"] for f in closures.closure(closures.roots(k))})
+    return _stage(f"python -m crossmodal code --closures {','.join(keys)}", [], sources, [str(paths.CODE)])
 
 
 # ------------------------------------------------------------------------------------------------ stages
@@ -136,7 +81,7 @@ def spine_stages(cfg: Config) -> dict:
     stages["synthesize"] = _stage("python -m crossmodal synthesize", ["profile", "world"], stage_code("synthesize"),
                                   [world, {str(paths.METRICS / "data_profile.json"): {"cache": False}}])
     stages["prepro_captions"] = _stage(
-        "python -m crossmodal prepro-captions", ["profile", "vocabularies"],
+        "python -m crossmodal prepro-captions", ["profile", "vocabularies", "evaluation.qualitative_examples"],
         [world, raw / "karpathy", raw / "coco_captions", *stage_code("prepro_captions")], [str(paths.CAPTIONS)])
     stages["pretrain_backbone"] = _stage(
         "python -m crossmodal pretrain-backbone", ["profile", "backbone", "compute.portable"],
@@ -184,8 +129,7 @@ def paper_stages(cfg: Config, paper: str) -> dict:
     for name in section.systems:
         system, model = systems[name], cfg.model_of(name)
         deps = [*_model_data(cfg, name), *([paths.MODELS / system.init] if system.init else []),
-                *stage_code("train", f"crossmodal.tasks.{system.task}", f"crossmodal.training.{system.objective}",
-                            f"crossmodal.models.{model.model}")]
+                *stage_code("train", f"tasks.{system.task}", f"training.{system.objective}", f"models.{model.model}")]
         stages[name] = _stage(f"python -m crossmodal train --system {name}", system_params(cfg, name), deps,
                               *_system_outs(name), wdir="../..")
     for name, ensemble in section.ensembles.items():
@@ -195,7 +139,7 @@ def paper_stages(cfg: Config, paper: str) -> dict:
                   *_dedupe([cfg.where(s) for m in members for s in cfg.chain(m)
                             + (cfg.chain(systems[m].init) if systems[m].init else [])])]
         deps = [*(paths.MODELS / m for m in members), *_model_data(cfg, members[0]),
-                *stage_code("ensemble", f"crossmodal.models.{model.model}")]
+                *stage_code("ensemble", f"models.{model.model}")]
         outs, metrics = _system_outs(name)
         stages[name] = _stage(f"python -m crossmodal ensemble --name {name}", params, deps, outs[1:], metrics,
                               wdir="../..")
@@ -212,7 +156,7 @@ def tables_stage(cfg: Config, paper: str) -> dict:
     shown = _dedupe([v for t in tables for row in t.rows for v in row.variants() if v in built])
     metrics = _dedupe([paths.METRICS / f"{v}.json" for v in shown]
                       + [paths.METRICS / name for t in tables for name in (t.reference_points, t.data_profile) if name])
-    code = [table_file(t.id).relative_to(SRC.parent).as_posix() for t in tables]
+    code = [table_file(t.id).relative_to(closures.SRC.parent).as_posix() for t in tables]
     outs = [{str(paths.TABLES / f"{t.id}{suffix}"): {"cache": False}} for t in tables for suffix in (".md", ".csv")]
     outs.append({str(paths.TABLES / summary_name(paper)): {"cache": False}})
     return _stage(f"python -m crossmodal tables --paper {paper} --systems {','.join(shown)}", [f"{paper}.tables"],
@@ -229,13 +173,14 @@ def render(stages: dict, what: str) -> str:
 
 def expected_files(cfg: Config) -> dict[Path, str]:
     """Every stage file's text, by repository-relative path."""
-    files = {Path("dvc.yaml"): render(spine_stages(cfg), "Shared stages (data, features, reference points) and "
-                                                          "the index of every paper's tables.")}
-    for paper in PAPERS:
-        stages = paper_stages(cfg, paper)
-        if stages:
-            files[pipeline_file(paper)] = render(stages, f"The {paper} section of params.yaml: its systems, "
-                                                         "ensembles and tables (stage paths relative to the root).")
+    papers = {paper: stages for paper in PAPERS if (stages := paper_stages(cfg, paper))}
+    spine = spine_stages(cfg)
+    spine = {"code": code_stage([spine, *papers.values()]), **spine}
+    files = {Path("dvc.yaml"): render(spine, "Shared stages (code closures, data, features, reference points) and "
+                                             "the index of every paper's tables.")}
+    for paper, stages in papers.items():
+        files[pipeline_file(paper)] = render(stages, f"The {paper} section of params.yaml: its systems, "
+                                                     "ensembles and tables (stage paths relative to the root).")
     return files
 
 

@@ -13,6 +13,11 @@ directory holds one set per convention in params.yaml `vocabularies`, beside wha
     data/processed/captions/<vocabulary>/labels.h5, vocab.json
     data/processed/captions/references/captions_{val,test}.json   COCO layout, the raw captions evaluation scores against
     data/processed/captions/images.json                           [{image_id, path, split}] of the split file
+    data/processed/captions/examples/examples.json, <id>.<ext>    the qualitative examples: the first test images
+                                                                  by id, and a copy of each (synthetic world only)
+
+The examples folder lets every captioning stage draw its qualitative pictures from a few files instead of
+depending on the whole image world (2,000 files that DVC would check once per stage).
 
 `labels.h5` layout: `image_ids` int64 [N] (dataset order), `split` bytes [N], `label_start_ix` /
 `label_end_ix` int64 [N] (rows start:end of image i), `labels` int32 [S, max_length] (word ids, 0-padded,
@@ -21,6 +26,7 @@ no `<bos>`/`<eos>`), `label_length` int32 [S].
 from __future__ import annotations
 
 import re
+import shutil
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -114,10 +120,12 @@ def reference_file(images: list[KarpathyImage], references: dict[int, list[str]]
 
 
 def preprocess(vocabularies: dict[str, CaptionsConfig], images: list[KarpathyImage],
-               references: dict[int, list[str]], out_dir: Path) -> dict:
+               references: dict[int, list[str]], out_dir: Path, examples: int, image_root: Path | None) -> dict:
     """The processed caption directory, written atomically as a whole: one labels/vocabulary set per vocabulary
-    convention (`<name>/`), the val and test references in COCO layout (`references/`), and the image list
-    (`images.json`: id, path under the image root, split). `references` maps image ids to their raw COCO captions."""
+    convention (`<name>/`), the val and test references in COCO layout (`references/`), the image list
+    (`images.json`: id, path under the image root, split) and the first `examples` test images (`examples/`,
+    copied from `image_root`; None: the images are not at hand, the list only). `references` maps image ids to
+    their raw COCO captions."""
     splits = by_split(images)
     for split in ("train", "val", "test"):
         if not splits.get(split):
@@ -130,7 +138,24 @@ def preprocess(vocabularies: dict[str, CaptionsConfig], images: list[KarpathyIma
             write_json(tmp / "references" / f"captions_{split}.json", reference_file(splits[split], references), indent=None)
         write_json(tmp / "images.json", [{"image_id": img.image_id, "path": img.path, "split": img.split}
                                          for img in images], indent=None)
+        write_examples(sorted(splits["test"], key=lambda img: img.image_id)[:examples], image_root, tmp / "examples")
     return summary
+
+
+def write_examples(images: list[KarpathyImage], image_root: Path | None, folder: Path) -> None:
+    """`examples.json` ([{image_id, path, file}]: `file` is the copy beside it, or null) and the copies."""
+    folder.mkdir(parents=True)
+    listed = []
+    for img in images:
+        file = None
+        if image_root is not None:
+            source = image_root / img.path
+            if not source.is_file():
+                raise InputError(f"image {img.image_id}: missing file {source}")
+            file = f"{img.image_id}{source.suffix}"
+            shutil.copyfile(source, folder / file)
+        listed.append({"image_id": img.image_id, "path": img.path, "file": file})
+    write_json(folder / "examples.json", listed, indent=None)
 
 
 @dataclass

@@ -1,5 +1,7 @@
-"""Stage `prepro_captions`: tokenise the split file's captions once per vocabulary convention, and write the
-val/test references in COCO layout."""
+"""Stage `prepro_captions`: tokenise the split file's captions once per vocabulary convention, write the
+val/test references in COCO layout, and set the qualitative examples aside (the first
+`evaluation.qualitative_examples` test images; copies of the synthetic world's, a list only under the real
+profile, whose images are not downloaded)."""
 from __future__ import annotations
 
 import json
@@ -18,4 +20,5 @@ def run(cfg, root: Path, args) -> None:
     for source in sources:
         references.update(read_coco_captions(root / source))
     images = read_karpathy(root / split_file(cfg))
-    print(json.dumps(preprocess(cfg.vocabularies, images, references, root / paths.CAPTIONS)))
+    print(json.dumps(preprocess(cfg.vocabularies, images, references, root / paths.CAPTIONS,
+                                cfg.evaluation.qualitative_examples, None if real(cfg) else root / paths.WORLD)))

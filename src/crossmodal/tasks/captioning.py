@@ -156,32 +156,36 @@ def write_captions(cfg, root: Path, name: str, run, refs: dict[int, list[str]], 
 
 def qualitative(cfg, root: Path, predictions: dict[int, str], refs: dict[int, list[str]], folder: Path
                 ) -> tuple[str, list[Path]]:
-    """The first `evaluation.qualitative_examples` test images: a markdown page, and the pictures it embeds, one
-    PNG per image in `folder` (reports/drawing.py: the image with the model's and the reference captions; under
-    the real profile, whose images are not downloaded, the captions with a note). Returns the page and the PNGs."""
-    files = {img["image_id"]: img["path"] for img in read_json(root / paths.IMAGES)}
+    """The qualitative examples `prepro_captions` set aside (data/processed/captions/examples/): a markdown page,
+    and the pictures it embeds, one PNG per image in `folder` (reports/drawing.py: the image with the model's and
+    the reference captions; under the real profile, whose images are not downloaded, the captions with a note).
+    Returns the page and the PNGs."""
+    examples = read_json(root / paths.EXAMPLES / "examples.json")
     real = cfg.profile == "real"
     lines = [f"# Qualitative examples (test split, {REAL_DATA if real else 'synthetic image world'})", ""]
-    shown = sorted(predictions)[: cfg.evaluation.qualitative_examples]
     with atomic_path(folder) as tmp:  # the whole folder at once: no picture of an earlier run stays behind
         tmp.mkdir(parents=True)
-        for image_id in shown:
-            picture = None if real else world_image(root, files.get(image_id), image_id)
+        for example in examples:
+            image_id, path = example["image_id"], example["path"]
+            if image_id not in predictions:
+                raise InputError(f"qualitative example {image_id} has no test prediction; "
+                                 "run `dvc repro prepro_captions` after changing the split")
+            picture = example_image(root, example["file"]) if example["file"] else None
             save_png(caption_panel(picture, predictions[image_id], refs[image_id], NO_PICTURE if real else None),
                      tmp / f"{image_id}.png")
-            lines += [f"## image {image_id} (`{files.get(image_id, '?')}`)", "",
+            lines += [f"## image {image_id} (`{path}`)", "",
                       f"![image {image_id} with its captions]({folder.name}/{image_id}.png)", "",
                       f"- **model:** {predictions[image_id]}"]
             lines += [f"- reference: {r}" for r in refs[image_id]] + [""]
-    return "\n".join(lines), [folder / f"{image_id}.png" for image_id in shown]
+    return "\n".join(lines), [folder / f"{e['image_id']}.png" for e in examples]
 
 
-def world_image(root: Path, path: str | None, image_id: int):
-    """A test image of the synthetic world (`path` as images.json gives it, under data/raw/image_world/)."""
+def example_image(root: Path, name: str):
+    """The copy of a test image among the qualitative examples."""
     from PIL import Image
 
-    file = root / paths.WORLD / (path or "")
-    if path is None or not file.is_file():
-        raise InputError(f"image {image_id}: missing file {file} of the synthetic world; run `dvc repro synthesize`")
+    file = root / paths.EXAMPLES / name
+    if not file.is_file():
+        raise InputError(f"missing example image {file}; run `dvc repro prepro_captions`")
     with Image.open(file) as image:
         return image.convert("RGB")
