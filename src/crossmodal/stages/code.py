@@ -2,7 +2,7 @@
 of the closure with its MD5.
 
 Every other stage depends on its closure's file instead of on the ~45 source files of its closure: DVC then
-checks about 150 source files once, here, rather than ~2,000 file dependencies on every `dvc repro`, and a no-op
+checks about 70 source files once, here, rather than ~2,000 file dependencies on every `dvc repro`, and a no-op
 repro stays within its budget. The reruns are the same: an edit changes the files of the closures that hold the
 edited file and no other, and DVC reruns exactly the stages that depend on those. `dvc status` names this stage
 only; `dvc repro code` then shows (in `dvc status`) which stages the edit reaches.
