@@ -160,7 +160,8 @@ def check(repo: Path, shots: Path, run_name: str | None, chromium: str) -> list[
                 text = page.inner_text("body").replace("\t", "\n")
                 for metric in ("best_epoch", "best_val_CIDEr", "test_CIDEr"):
                     value = metrics.get(metric)
-                    expect(value is not None and f"{metric}\n{as_the_ui_prints(value)}" in text, f"run page: {metric} = {value}")
+                    shown = value is not None and f"{metric}\n{as_the_ui_prints(value)}" in text
+                    expect(shown, f"run page: {metric} = {value}")
 
             def run_artifact() -> None:  # the UI shows a fetched artifact as a blob: URL
                 width = loaded_image(page, "img[src^='blob:']")
