@@ -35,16 +35,17 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
+sys.path.insert(0, str(ROOT / "src"))
 WIDTHS = ("embed_dim", "hidden_dim", "att_hidden_dim", "dim", "ffn_dim")
 VARIANT = "bench_variant"
 CONFIGS = ("default", "threads1", "two_procs", "batch2x", "half_dims")
 
 
-def variant_params(params: Path, system: str, config: str, out: Path) -> str:
-    """The system's name, or that of a derived entry (`of: system`) written into a copy of params.yaml."""
+def variant_params(params: Path, system: str, config: str, out: Path) -> tuple[str, Path]:
+    """The system and its params file, or a derived entry (`of: system`) and the copy of params.yaml, `out`,
+    that holds it."""
     if config not in ("batch2x", "half_dims"):
-        return system
-    sys.path.insert(0, str(ROOT / "src"))
+        return system, params
     from crossmodal.config import load
 
     resolved = load(params).systems()[system]
@@ -57,7 +58,7 @@ def variant_params(params: Path, system: str, config: str, out: Path) -> str:
         entry["model_args"] = {k: v // 2 for k, v in resolved.model_args.items() if k in WIDTHS}
     raw[section]["systems"][VARIANT] = entry
     out.write_text(yaml.safe_dump(raw, sort_keys=False))
-    return VARIANT
+    return VARIANT, out
 
 
 def worker(args) -> None:
@@ -65,7 +66,6 @@ def worker(args) -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    sys.path.insert(0, str(ROOT / "src"))
     from crossmodal.config import load
     from crossmodal.training.trainer import Trainer
 
@@ -122,10 +122,7 @@ def median_of(repeats: int, fn) -> dict:
 
 
 def measure(system: str, config: str, tmp: Path) -> dict:
-    params = tmp / f"{system}-{config}.yaml"
-    name = variant_params(ROOT / "params.yaml", system, config, params)
-    if not params.exists():
-        params = ROOT / "params.yaml"
+    name, params = variant_params(ROOT / "params.yaml", system, config, tmp / f"{system}-{config}.yaml")
     if config == "two_procs":
         start = time.perf_counter()
         halves = [result(p) for p in [run_worker(name, params, 1, part, 2) for part in range(2)]]
@@ -191,7 +188,6 @@ def main() -> None:
     args = parser.parse_args()
     if args.worker:
         return worker(args)
-    sys.path.insert(0, str(ROOT / "src"))
     from crossmodal.environment import describe
 
     report = {"machine": f"{os.cpu_count()} CPUs ({describe()['cpu']}), Python {platform.python_version()}",
