@@ -41,6 +41,15 @@ VARIANT = "bench_variant"
 CONFIGS = ("default", "threads1", "two_procs", "batch2x", "half_dims")
 
 
+def derived_params(params: Path, system: str, entry: dict, out: Path) -> tuple[str, Path]:
+    """A copy of params.yaml, `out`, whose section of `system` also declares `VARIANT`: `{of: system, **entry}`."""
+    raw = yaml.safe_load(params.read_text())
+    section = next(k for k, v in raw.items() if isinstance(v, dict) and system in v.get("systems", {}))
+    raw[section]["systems"][VARIANT] = {"of": system, **entry}
+    out.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return VARIANT, out
+
+
 def variant_params(params: Path, system: str, config: str, out: Path) -> tuple[str, Path]:
     """The system and its params file, or a derived entry (`of: system`) and the copy of params.yaml, `out`,
     that holds it."""
@@ -49,16 +58,11 @@ def variant_params(params: Path, system: str, config: str, out: Path) -> tuple[s
     from crossmodal.config import load
 
     resolved = load(params).systems()[system]
-    raw = yaml.safe_load(params.read_text())
-    section = next(k for k, v in raw.items() if isinstance(v, dict) and system in v.get("systems", {}))
-    entry: dict = {"of": system}
     if config == "batch2x":
-        entry["train"] = {"batch_size": 2 * resolved.train.batch_size}
+        entry = {"train": {"batch_size": 2 * resolved.train.batch_size}}
     else:
-        entry["model_args"] = {k: v // 2 for k, v in resolved.model_args.items() if k in WIDTHS}
-    raw[section]["systems"][VARIANT] = entry
-    out.write_text(yaml.safe_dump(raw, sort_keys=False))
-    return VARIANT, out
+        entry = {"model_args": {k: v // 2 for k, v in resolved.model_args.items() if k in WIDTHS}}
+    return derived_params(params, system, entry, out)
 
 
 def worker(args) -> None:
