@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from crossmodal.io import InputError
-from crossmodal.reports.tables import build_index, build_paper, load_table, load_tables, summary_name
+from crossmodal.reports.tables import build_index, build_paper, build_table, load_table, load_tables, summary_name
 
 PAPER_TABLES = Path(__file__).resolve().parents[1] / "src" / "crossmodal" / "reports" / "paper_tables"
 XLAN_VARIANTS = {"updown", "xlan_dec", "xlan_enc1", "xlan_enc2", "xlan_enc3", "xlan_enc4", "xlan"}
@@ -498,3 +498,23 @@ def test_transcription_fingerprint(table_id, numbers, nulls, total):
     present = [v for v in values if v is not None]
     assert (len(present), len(values) - len(present)) == (numbers, nulls)
     assert round(sum(present), 1) == pytest.approx(total, abs=1e-6)
+
+
+def test_rows_whose_best_epoch_is_the_last_say_they_were_still_improving(tmp_path, metrics_dir):
+    table = load_table(_write_yaml(tmp_path, _small_table()))
+
+    def markdown(best: int | None, epochs: int | None) -> str:
+        _write_metrics(metrics_dir, "base")
+        path = metrics_dir / "base.json"
+        data = json.loads(path.read_text())
+        if epochs is not None:
+            data.update(history=[{"epoch": e, "val_CIDEr": 0.1 * e} for e in range(1, epochs + 1)], best_epoch=best)
+        path.write_text(json.dumps(data))
+        return build_table(table, metrics_dir, {"base"}).markdown
+
+    flagged = markdown(best=10, epochs=10)
+    assert "| Ours[^1] |" in flagged
+    assert ("[^1]: `base` was still improving: its best validation epoch is its last (10 of 10), so it may be "
+            "under-trained.") in flagged
+    for best, epochs in ((8, 10), (None, None)):  # an earlier best; no curve (an ensemble, say)
+        assert "still improving" not in markdown(best, epochs)

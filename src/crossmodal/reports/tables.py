@@ -391,6 +391,17 @@ class _Results:
         return f"**Computed on mixed environments: {parts}.**"
 
 
+def still_improving(variant: str, metrics: dict) -> str | None:
+    """A footnote for a trained variant whose best validation epoch is its last (the schedule stopped it while it
+    was still improving, so it may be under-trained), or None: for an earlier best, or metrics without a curve
+    (ensembles, reference points)."""
+    history, best = metrics.get("history"), metrics.get("best_epoch")
+    if not isinstance(history, list) or not history or best != len(history):
+        return None
+    return (f"`{variant}` was still improving: its best validation epoch is its last "
+            f"({best} of {len(history)}), so it may be under-trained.")
+
+
 def _our_value(test: dict, key: str, where: str) -> float | None:
     if key not in test:
         raise InputError(f"{where}: test metrics lack {key!r}")
@@ -485,6 +496,9 @@ def build_table(table: PaperTable, metrics_dir: str | os.PathLike, registered_va
                 kind = "cited"
             else:
                 kind = "reproduced" if all(results.test(v) is not None for v in row.variants()) else "pending"
+                for name in row.variants():
+                    if results.test(name) is not None and (text := still_improving(name, results.metrics(name))):
+                        labels[0] += notes.mark(text)
             counts[kind] += 1
             cells, numbers = [], []
             for c in table.columns:
