@@ -496,7 +496,7 @@ def build_table(table: PaperTable, metrics_dir: str | os.PathLike, registered_va
                 kind = "cited"
             else:
                 kind = "reproduced" if all(results.test(v) is not None for v in row.variants()) else "pending"
-                for name in row.variants():
+                for name in dict.fromkeys(row.variants()):  # once each, in column order
                     if results.test(name) is not None and (text := still_improving(name, results.metrics(name))):
                         labels[0] += notes.mark(text)
             counts[kind] += 1
