@@ -41,6 +41,13 @@ VARIANT = "bench_variant"
 CONFIGS = ("default", "threads1", "two_procs", "batch2x", "half_dims")
 
 
+def machine() -> str:
+    """The report's machine line: cores, CPU model, Python."""
+    from crossmodal.environment import describe
+
+    return f"{os.cpu_count()} CPUs ({describe()['cpu']}), Python {platform.python_version()}"
+
+
 def derived_params(params: Path, system: str, entry: dict, out: Path) -> tuple[str, Path]:
     """A copy of params.yaml, `out`, whose section of `system` also declares `VARIANT`: `{of: system, **entry}`."""
     raw = yaml.safe_load(params.read_text())
@@ -192,10 +199,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.worker:
         return worker(args)
-    from crossmodal.environment import describe
-
-    report = {"machine": f"{os.cpu_count()} CPUs ({describe()['cpu']}), Python {platform.python_version()}",
-              "repeats": args.repeats, "systems": {}}
+    report = {"machine": machine(), "repeats": args.repeats, "systems": {}}
     with tempfile.TemporaryDirectory() as tmp:
         for system in args.systems:
             r = {config: median_of(args.repeats, lambda: measure(system, config, Path(tmp))) for config in CONFIGS}

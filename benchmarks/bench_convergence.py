@@ -3,7 +3,7 @@ where their validation CIDEr-D peaks, against the committed run of the default s
 
 The pipeline's rule (the platform issue): a default schedule is long enough only where the best epoch comes
 before the last. Each system here runs as a derived entry, `{of: <system>, train: {epochs: --epochs}}`, with
-everything else as the pipeline trains it (params, data, seed, 2 torch threads), in its own process, with no
+everything else as the pipeline trains it (params, data, seed, the stage's torch threads), in its own process, with no
 MLflow run and no output in the workspace (its resume checkpoint is removed). Its first epochs therefore repeat
 the committed run's epochs exactly on the machine that made them (same CPU type, same thread count); the
 step schedule continues past the default's last epoch.
@@ -19,28 +19,26 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from bench_budget import RESULTS, ROOT, derived_params
+from bench_budget import RESULTS, ROOT, derived_params, machine
 
 SHOWN = ("BLEU-4", "METEOR", "CIDEr")
 
 
 def worker(system: str, params: Path) -> None:
     """Train `system` from `params` in this process; prints its result as one JSON line."""
-    import torch
-
-    torch.set_num_threads(2)
     from crossmodal.config import load
+    from crossmodal.stages.common import set_threads
     from crossmodal.training.trainer import Trainer
 
-    start = time.perf_counter()
-    trainer = Trainer(load(params), system, ROOT, progress=False)
+    start, cfg = time.perf_counter(), load(params)
+    set_threads(cfg)  # as the stage sets them
+    trainer = Trainer(cfg, system, ROOT, progress=False)
     try:
         result = trainer.run(None)
     finally:
@@ -61,7 +59,7 @@ def run_longer(system: str, epochs: int, tmp: Path) -> dict:
     name, params = derived_params(ROOT / "params.yaml", system, {"train": {"epochs": epochs}},
                                   tmp / f"{system}.yaml")
     cmd = [sys.executable, __file__, "--worker", name, "--params", str(params)]
-    env = {**os.environ, "CROSSMODAL_PROGRESS": "0", "OMP_NUM_THREADS": "2"}
+    env = {**os.environ, "CROSSMODAL_PROGRESS": "0"}
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
     if proc.returncode:
         raise SystemExit(f"{system} failed (status {proc.returncode}):\n{proc.stderr[-2000:]}")
@@ -102,10 +100,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.worker:
         return worker(args.worker, args.params)
-    from crossmodal.environment import describe
-
-    report = {"machine": f"{os.cpu_count()} CPUs ({describe()['cpu']}), Python {platform.python_version()}",
-              "epochs": args.epochs, "systems": {}}
+    report = {"machine": machine(), "epochs": args.epochs, "systems": {}}
     with tempfile.TemporaryDirectory() as tmp:
         for system in args.systems:
             report["systems"][system] = {"default": committed(system),
