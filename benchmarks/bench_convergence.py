@@ -2,7 +2,7 @@
 where their validation CIDEr-D peaks, against the committed run of the default schedule.
 
 The pipeline's rule (the platform issue): a default schedule is long enough only where the best epoch comes
-before the last. Each system here runs as a derived entry, `{of: <system>, train: {epochs: --epochs}}`, with
+before the last. Each system here runs as a derived entry, `{of: <system>, train: {max_epochs: --epochs}}`, with
 everything else as the pipeline trains it (params, data, seed, the stage's torch threads), in its own process, with no
 MLflow run and no output in the workspace (its resume checkpoint is removed). Its first epochs therefore repeat
 the committed run's epochs exactly on the machine that made them (same CPU type, same thread count); the
@@ -56,7 +56,7 @@ def summary(metrics: dict) -> dict:
 
 
 def run_longer(system: str, epochs: int, tmp: Path) -> dict:
-    name, params = derived_params(ROOT / "params.yaml", system, {"train": {"epochs": epochs}},
+    name, params = derived_params(ROOT / "params.yaml", system, {"train": {"max_epochs": epochs}},
                                   tmp / f"{system}.yaml")
     cmd = [sys.executable, __file__, "--worker", name, "--params", str(params)]
     env = {**os.environ, "CROSSMODAL_PROGRESS": "0"}

@@ -10,7 +10,7 @@ from crossmodal.config import Config, TrainConfig, apply_profile, build, load
 from crossmodal.io import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
-BASE = {"model": "updown", "vocabulary": "min5", "train": {"epochs": 4, "lr": 0.001}}
+BASE = {"model": "updown", "vocabulary": "min5", "train": {"max_epochs": 4, "lr": 0.001}}
 
 
 def test_repository_params_load():
@@ -26,11 +26,11 @@ def test_repository_params_load():
         ({"world": {"images": {"train": "many"}}}, "'world.images.train' must be an integer"),
         ({"xlan": {"systems": {"a": {"model_args": {}}}}}, "'xlan.systems.a': a cross-entropy system needs `model`"),
         ({"xlan": {"systems": {"a": {**BASE, "train": {"schedule": "cosine"}}}}}, "schedule must be step, noam"),
-        ({"xlan": {"systems": {"a": {**BASE, "train": {"epocs": 2}}}}},
-         "unknown key 'xlan.systems.a.train.epocs' (did you mean 'epochs'?)"),
+        ({"xlan": {"systems": {"a": {**BASE, "train": {"max_epocs": 2}}}}},
+         "unknown key 'xlan.systems.a.train.max_epocs' (did you mean 'max_epochs'?)"),
         ({"vocabularies": {"v": {"max_length": 1.5}}}, "'vocabularies.v.max_length' must be an integer"),
         ({"xlan": {"systems": {"a": {**BASE, "vocabulary": "min9"}}}}, "'xlan.systems.a.vocabulary' is 'min9'"),
-        ({"xlan": {"systems": {"a": BASE, "b": {"of": "aa"}}}}, "'xlan.systems.b.of' is 'aa', not a system (did you mean 'a'?)"),
+        ({"xlan": {"systems": {"a": BASE, "b": {"of": "aa"}}}}, "'xlan.systems.b.of' is 'aa', not a system or recipe (did you mean 'a'?)"),
         ({"xlan": {"systems": {"a": {"of": "b"}, "b": {"of": "a"}}}}, "derives from itself"),
         ({"xlan": {"systems": {"a": BASE}}, "aoanet": {"systems": {"a": BASE}}}, "reuses the name"),
         ({"xlan": {"systems": {"a": BASE, "s": {"objective": "scst", "init": "a", "model": "xlan"}}}},
@@ -38,6 +38,15 @@ def test_repository_params_load():
         ({"xlan": {"systems": {"a": BASE, "s": {"objective": "scst", "init": "zz"}}}}, "'xlan.systems.s.init' is 'zz'"),
         ({"xlan": {"systemz": {}}}, "unknown key 'xlan.systemz' (did you mean 'systems'?)"),
         ({"profile": "coco"}, "profile must be one of synthetic, real"),
+        ({"recipes": {"r": {"train": {"max_epocs": 2}}}}, "unknown key 'recipes.r.train.max_epocs' (did you mean 'max_epochs'?)"),
+        ({"recipes": {"r": {"modle": "x"}}}, "unknown key 'recipes.r.modle' (did you mean 'model'?)"),
+        ({"recipes": {"r": {"train": {"schedule": "cosine"}}}}, "'recipes.r.train': schedule must be step"),
+        ({"xlan": {"recipes": {"r": {"paper": {"train": {"lr": "high"}}}}}}, "'xlan.recipes.r.paper.train.lr' must be a number"),
+        ({"xlan": {"systems": {"a": BASE}, "recipes": {"r": {"of": "a"}}}},
+         "'xlan.recipes.r.of' is the trained system 'a'; a recipe derives only from recipes"),
+        ({"baselines": {"systems": {"a": BASE}}, "xlan": {"systems": {"b": {"of": "a"}}}},
+         "'xlan.systems.b.of' is 'a', a trained system of another paper (baselines); derive from the recipe"),
+        ({"recipes": {"a": {}}, "xlan": {"systems": {"a": BASE}}}, "'xlan.systems.a' reuses the name of 'recipes.a'"),
     ],
 )
 def test_bad_params_name_the_key(data, message):
@@ -56,7 +65,7 @@ def test_a_derived_entry_changes_only_its_own_knobs():
         "t": {"of": "s", "init": "c"},
     }}})
     a, b, c, s, t = (cfg.systems()[k] for k in "abcst")
-    assert b.model_args == {"blocks": 2, "dim": 8} and (b.train.seed, b.train.epochs, b.train.lr) == (3, 4, 0.001)
+    assert b.model_args == {"blocks": 2, "dim": 8} and (b.train.seed, b.train.max_epochs, b.train.lr) == (3, 4, 0.001)
     assert a.train.seed == 0 and c.model_args == {"heads": 2} and c.train.seed == 3
     assert cfg.chain("c") == ["c", "b", "a"] and cfg.model_of("t") == c and cfg.model_of("s") == b
     assert (t.objective, t.init, t.train.lr) == ("scst", "c", 1e-5)
@@ -69,12 +78,12 @@ def test_tuple_and_float_fields_are_converted():
 
 def test_cli_reports_mistyped_key_and_exits_nonzero(tmp_path, capsys):
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
-    params["baselines"]["systems"]["updown"]["train"]["epocs"] = 3
+    params["recipes"]["lstm_xe"]["train"]["max_epocs"] = 3
     path = tmp_path / "params.yaml"
     path.write_text(yaml.safe_dump(params))
     assert cli.main(["--params", str(path), "prepro-captions"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == "error: params.yaml: unknown key 'baselines.systems.updown.train.epocs' (did you mean 'epochs'?)"
+    assert err == "error: params.yaml: unknown key 'recipes.lstm_xe.train.max_epocs' (did you mean 'max_epochs'?)"
 
 
 def _with_profile(tmp_path, profile):
@@ -87,16 +96,16 @@ def _with_profile(tmp_path, profile):
 
 def test_one_switch_turns_every_paper_block_on(tmp_path):
     synthetic, real = _with_profile(tmp_path, "synthetic").systems(), _with_profile(tmp_path, "real")
-    assert synthetic["xlan"].model_args["hidden_dim"] == 128 and synthetic["xlan"].train.epochs == 10
+    assert synthetic["xlan"].model_args["hidden_dim"] == 128 and synthetic["xlan"].train.max_epochs == 10
     xlan = real.systems()["xlan"]
     assert xlan.model_args["hidden_dim"] == 1024 and xlan.model_args["encoder_blocks"] == 4  # merged, not replaced
     assert xlan.model_args["activation"] == "celu"  # the rung's own knob holds at paper scale too
-    assert (xlan.train.schedule, xlan.train.warmup_steps, xlan.train.batch_size, xlan.train.epochs) == ("noam", 10000, 40, 70)
+    assert (xlan.train.schedule, xlan.train.warmup_steps, xlan.train.batch_size, xlan.train.max_epochs) == ("noam", 10000, 40, 70)
     assert xlan.train.seed == 0 and xlan.vocabulary == "min6"  # values without a paper override are kept
     assert real.systems()["xlan_scst"].train.lr == 1e-5 and real.systems()["xlan_scst_seed1"].train.lr == 1e-5
     assert real.systems()["xlan_scst_seed1"].train.seed == 1
     assert real.systems()["aoanet"].train.lr == 2e-4 and real.systems()["aoanet"].vocabulary == "min5"
-    assert real.systems()["showtell"].train.epochs == 30 and synthetic["showtell"].train.epochs == 20
+    assert real.systems()["showtell"].train.max_epochs == 30 and synthetic["showtell"].train.max_epochs == 20
     assert real.systems()["xtransformer"].train.noam_model_size == 768
     assert real.runtime.lazy_features and not _with_profile(tmp_path, "synthetic").runtime.lazy_features
     assert set(real.systems()) == set(synthetic)
@@ -107,3 +116,21 @@ def test_a_paper_block_must_be_a_mapping():
         apply_profile({"runtime": {"paper": [1]}}, real=True)
     with pytest.raises(InputError, match="'xlan.systems.a.paper' must be a mapping"):
         build(Config, {"vocabularies": {"min5": {}}, "xlan": {"systems": {"a": {**BASE, "paper": [1]}}}})
+
+
+def test_recipes_train_nothing_and_each_value_names_the_key_that_states_it():
+    data = {"vocabularies": {"min5": {}}, "recipes": {
+        "xe": {"vocabulary": "min5", "train": {"max_epochs": 4, "lr": 0.001}, "paper": {"train": {"max_epochs": 30}}},
+        "rl": {"objective": "scst", "train": {"lr": 1e-5}}}, "xlan": {"systems": {
+            "a": {"of": "xe", "model": "updown", "model_args": {"dim": 8}, "train": {"max_epochs": 6}},
+            "b": {"of": "a", "model_args": {"blocks": 2}},
+            "s": {"of": "rl", "init": "b"}}}}
+    cfg = build(Config, data)
+    assert set(cfg.systems()) == {"a", "b", "s"} and cfg.chain("b") == ["b", "a", "xe"]
+    assert cfg.systems()["b"].train.max_epochs == 6 and cfg.systems()["b"].train.lr == 0.001
+    assert cfg.sources("b") == ["recipes.xe.vocabulary", "xlan.systems.a.train.max_epochs", "recipes.xe.train.lr",
+                                "xlan.systems.a.model", "xlan.systems.a.model_args.dim", "xlan.systems.b.model_args.blocks"]
+    assert cfg.sources("s") == ["recipes.rl.objective", "recipes.rl.train.lr", "xlan.systems.s.init",
+                                *cfg.model_sources("b")]
+    real = build(Config, {**data, "profile": "real"})  # the recipe's paper block beats a's synthetic epochs
+    assert "recipes.xe.paper.train.max_epochs" in real.sources("b") and real.systems()["b"].train.max_epochs == 30

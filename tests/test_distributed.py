@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TOLERANCE = 1e-7  # max |parameter difference| between 1 and 2 processes (measured 1.5e-8: see distributed.py)
 UPDOWN = {"model_args": {"embed_dim": 16, "hidden_dim": 16, "att_hidden_dim": 16, "dropout": 0.0,
                          "feature_dropout": 0.0},
-          "train": {"epochs": 2, "batch_size": 10, "optimizer": "sgd", "lr": 0.05}}  # Adam: see distributed.py
+          "train": {"max_epochs": 2, "batch_size": 10, "optimizer": "sgd", "lr": 0.05}}  # Adam: see distributed.py
 
 
 def _env() -> dict:
@@ -75,7 +75,7 @@ def repo(tmp_path_factory) -> Path:
         params.pop(paper)
     params["baselines"] = {"systems": {
         "tiny": {**base, "model_args": UPDOWN["model_args"], "train": UPDOWN["train"]},
-        "tiny_scst": {**scst, "init": "tiny", "train": {"epochs": 1, "batch_size": 10, "lr": 1e-3,
+        "tiny_scst": {**scst, "init": "tiny", "train": {"max_epochs": 1, "batch_size": 10, "lr": 1e-3,
                                                         "samples_per_image": 2}}}}
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     crossmodal(repo, "synthesize")

@@ -36,8 +36,8 @@ TINY = {
     "vocabularies": {"min5": {"min_word_count": 2}, "min6": {"min_word_count": 2}},
 }
 TINY_UPDOWN_ARGS = {"embed_dim": 32, "hidden_dim": 32, "att_hidden_dim": 32}
-TINY_UPDOWN_TRAIN = {"epochs": 6, "batch_size": 10, "lr": 0.01, "step_size": 100}
-TINY_SCST_TRAIN = {"epochs": 2, "batch_size": 10, "lr": 0.001}
+TINY_UPDOWN_TRAIN = {"max_epochs": 6, "batch_size": 10, "lr": 0.01, "step_size": 100}
+TINY_SCST_TRAIN = {"max_epochs": 2, "batch_size": 10, "lr": 0.001}
 SEEDS = [f"updown_seed{k}" for k in (1, 2, 3)]
 UPDOWN_FAMILY = ["updown", *SEEDS, "updown_scst", "updown_ensemble"]  # the systems whose network is Up-Down's
 
@@ -91,14 +91,17 @@ def commit_all(repo: Path, message: str) -> None:
 
 
 def tiny_params(params: dict) -> dict:
-    """Up-Down, three reseeded members, their ensemble, SCST continuing it and Att2in (which derives its recipe from
-    Up-Down's params but not its code), all tiny; the AoANet and X-LAN tables that show them."""
-    base = params["baselines"]["systems"]
+    """Up-Down, three reseeded members, their ensemble, SCST continuing it and Att2in (which shares Up-Down's recipe,
+    `lstm_xe`, but not its code, and states its own epochs and learning rate), all tiny; the AoANet and X-LAN
+    tables that show them."""
+    base, recipes = params["baselines"]["systems"], params["recipes"]
+    params["recipes"] = {"lstm_xe": _merge(recipes["lstm_xe"], {"train": TINY_UPDOWN_TRAIN}),
+                         "scst": _merge(recipes["scst"], {"train": TINY_SCST_TRAIN})}
     systems = {
-        "att2in": _merge(base["att2in"], {"model_args": TINY_UPDOWN_ARGS, "train": {"epochs": 2}}),
-        "updown": _merge(base["updown"], {"model_args": TINY_UPDOWN_ARGS, "train": TINY_UPDOWN_TRAIN}),
-        **{name: {"of": "updown", "train": {"seed": k, "epochs": 2}} for k, name in enumerate(SEEDS, 1)},
-        "updown_scst": _merge(base["updown_scst"], {"train": TINY_SCST_TRAIN}),
+        "att2in": _merge(base["att2in"], {"model_args": TINY_UPDOWN_ARGS, "train": {"max_epochs": 2, "lr": 0.02}}),
+        "updown": _merge(base["updown"], {"model_args": TINY_UPDOWN_ARGS}),
+        **{name: {"of": "updown", "train": {"seed": k, "max_epochs": 2}} for k, name in enumerate(SEEDS, 1)},
+        "updown_scst": _merge(base["updown_scst"], {"train": {"lr": 0.001}}),  # a key of its own to change
     }
     params["baselines"] = {"systems": systems, "ensembles": {"updown_ensemble": {"members": ["updown", *SEEDS]}}}
     params["aoanet"] = {"tables": params["aoanet"]["tables"]}
@@ -282,20 +285,53 @@ def _stages_changed(status: str) -> list[str]:
     return sorted(line[:-1] for line in status.splitlines() if line.endswith(":") and not line[0].isspace())
 
 
-def test_changing_one_system_param_reruns_only_it_its_derivatives_and_tables(repo):
+def _params_changed(repo: Path) -> list[str]:
+    """The stages `dvc status` reports for a params change (not `code`, which checks the stage files on any)."""
+    return [s for s in _stages_changed(run(repo, "dvc", "status").stdout) if s != "code"]
+
+
+def test_changing_a_recipe_key_reruns_every_system_on_it_but_one_that_overrides_it(repo):
+    """Att2in states its own learning rate; Up-Down takes the recipe's, and its reseeded members take it through
+    Up-Down. So the recipe's learning rate reruns Up-Down and its members, and not Att2in."""
     assert "changed" not in run(repo, "dvc", "status").stdout
-    set_params(repo, {"baselines": {"systems": {"updown": {"train": {"lr": 0.001}}}}})
-    # the reseeded members and Att2in derive from it; SCST reads its model's params; the ensemble, its members';
-    # the index lists every system (and would rerun anyway, after them)
-    changed = sorted([*_in("baselines", *UPDOWN_FAMILY, "att2in"), "index"])
-    assert _stages_changed(run(repo, "dvc", "status").stdout) == changed
-    assert "baselines.systems.updown.train.lr" in run(repo, "dvc", "params", "diff").stdout
-    run(repo, "git", "checkout", "params.yaml")
+    set_params(repo, {"recipes": {"lstm_xe": {"train": {"lr": 0.005}}}})
+    try:
+        assert _params_changed(repo) == sorted(_in("baselines", "updown", *SEEDS))
+        assert "recipes.lstm_xe.train.lr" in run(repo, "dvc", "params", "diff").stdout
+    finally:
+        run(repo, "git", "checkout", "params.yaml")
+
+
+def test_a_value_stated_at_a_new_key_stops_the_repro_until_the_stage_files_are_rewritten(repo):
+    """`-S +baselines.systems.updown.train.lr=…` states at Up-Down a value it took from its recipe: its stage lists
+    the recipe's key, so `code` stops the repro with one line until `python -m crossmodal pipelines` runs."""
+    set_params(repo, {"baselines": {"systems": {"updown": {"train": {"lr": 0.005}}}}})
+    try:
+        proc = run(repo, "dvc", "repro", check=False)
+        assert proc.returncode != 0
+        assert ("error: pipelines/baselines/dvc.yaml is out of date with params.yaml (stage updown, updown_seed1, "
+                "updown_seed2 …): run `python -m crossmodal pipelines`, then repeat") in proc.stderr + proc.stdout
+        run(repo, sys.executable, "-m", "crossmodal", "pipelines")
+        run(repo, "dvc", "repro", "code")  # DVC removed its outputs before it failed; the same files come back
+        assert _params_changed(repo) == sorted(_in("baselines", "updown", *SEEDS))
+    finally:
+        run(repo, "git", "checkout", "params.yaml", "pipelines", "dvc.lock")
+        run(repo, "dvc", "repro", "code")  # as it was: code's lock entry names the params it checked
+    assert "changed" not in run(repo, "dvc", "status").stdout
+
+
+def test_changing_one_system_param_reruns_only_it_its_continuations_and_tables(repo):
+    """A reseeded member's epochs: it and the ensemble it enters; SCST's learning rate: it and the tables showing
+    it. Up-Down, the other members and Att2in stay."""
+    assert "changed" not in run(repo, "dvc", "status").stdout
+    set_params(repo, {"baselines": {"systems": {"updown_seed1": {"train": {"max_epochs": 3}}}}})
+    out = run(repo, "dvc", "repro").stdout
+    assert _stages_run(out) == sorted(["code", *_in("baselines", "updown_seed1", "updown_ensemble"), "index"]), out
     set_params(repo, {"baselines": {"systems": {"updown_scst": {"train": {"lr": 0.002}}}}})
-    out = run(repo, "dvc", "repro").stdout  # and what changes reruns, with the tables showing it
-    assert _stages_run(out) == sorted([*_in("baselines", "updown_scst"), *TABLES[:2]]), out
+    out = run(repo, "dvc", "repro").stdout
+    assert _stages_run(out) == sorted(["code", *_in("baselines", "updown_scst"), *TABLES[:2]]), out
     assert "CIDEr" in run(repo, "dvc", "metrics", "diff").stdout
-    commit_all(repo, "scst lr")
+    commit_all(repo, "member epochs, scst lr")
 
 
 def _stages_run(out: str) -> list[str]:
@@ -327,6 +363,39 @@ def test_training_resumed_after_a_crash_reaches_the_same_metrics(repo, monkeypat
     assert resumed["history"] == straight["history"]
     assert resumed["predictions"] == straight["predictions"]
     assert resumed["test"] == straight["test"]
+
+
+def test_a_run_killed_inside_a_patience_window_resumes_to_the_same_stop(repo, tmp_path, monkeypatch):
+    """Early stopping (patience 2): killed in the first epoch after the best one, the resumed run still stops two
+    epochs after the best, before its cap, with the same curve, model and test metrics."""
+    from crossmodal import config
+    from crossmodal.training.trainer import Trainer as cls
+
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    params["baselines"]["systems"]["updown"]["train"] = {"max_epochs": 20, "patience": 2}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    cfg = config.load(tmp_path / "params.yaml")
+    shutil.rmtree(repo / "data/checkpoints", ignore_errors=True)
+    straight = cls(cfg, "updown", repo, progress=False).run()
+    best, epochs = straight["best_epoch"], len(straight["history"])
+    assert epochs == best + 2 < 20, (best, epochs)  # it stopped by patience, not by its cap
+
+    shutil.rmtree(repo / "data/checkpoints")
+    original = cls.train_epoch
+
+    def crash_inside_the_window(self, epoch):
+        if epoch == best:  # the first epoch after the best (0-based)
+            raise KeyboardInterrupt("killed")
+        return original(self, epoch)
+
+    monkeypatch.setattr(cls, "train_epoch", crash_inside_the_window)
+    with pytest.raises(KeyboardInterrupt):
+        cls(cfg, "updown", repo, progress=False).run()
+    monkeypatch.setattr(cls, "train_epoch", original)
+    resumed = cls(cfg, "updown", repo, progress=False).run()
+    assert resumed["history"] == straight["history"] and resumed["best_epoch"] == best
+    assert resumed["predictions"] == straight["predictions"] and resumed["test"] == straight["test"]
+    shutil.rmtree(repo / "data/checkpoints")
 
 
 def test_scst_without_its_cross_entropy_model_fails_with_one_line(repo):
@@ -384,9 +453,8 @@ def test_queued_experiments_both_land_in_mlflow_and_leave_the_workspace_alone(re
 
     model = repo / "data/models/att2in/model.pt"
     before = model.stat().st_mtime_ns
-    for lr in ("0.02", "0.005"):
-        # att2in inherits its lr from updown (`of:`): `+` adds the key to its entry (Hydra's append syntax)
-        run(repo, "dvc", "exp", "run", "--queue", "-S", f"+baselines.systems.att2in.train.lr={lr}")
+    for lr in ("0.01", "0.005"):  # att2in states its own lr (0.02)
+        run(repo, "dvc", "exp", "run", "--queue", "-S", f"baselines.systems.att2in.train.lr={lr}")
     run(repo, "dvc", "queue", "start", "-j", "2")
     deadline = time.time() + 480
     while time.time() < deadline:
@@ -401,11 +469,11 @@ def test_queued_experiments_both_land_in_mlflow_and_leave_the_workspace_alone(re
     experiment = client.get_experiment_by_name("crossmodal-repro")
     runs = [r for r in client.search_runs([experiment.experiment_id]) if r.data.tags.get("dvc.exp_name") != "workspace"]
     assert [r.data.tags["dvc.stage"] for r in runs] == ["pipelines/baselines/dvc.yaml:att2in"] * 2  # nothing else
-    assert sorted(r.data.params["baselines.systems.att2in.train.lr"] for r in runs) == ["0.005", "0.02"]
+    assert sorted(r.data.params["baselines.systems.att2in.train.lr"] for r in runs) == ["0.005", "0.01"]
     assert all(r.info.status == "FINISHED" and "test_CIDEr" in r.data.metrics for r in runs)
     assert model.stat().st_mtime_ns == before
     shown = run(repo, "dvc", "exp", "show", "--csv").stdout
-    assert shown.count("baselines.systems.att2in.train.lr") == 1 and "0.005" in shown and "0.02" in shown
+    assert shown.count("baselines.systems.att2in.train.lr") == 1 and "0.005" in shown and "0.01" in shown
 
 
 REAL_SOURCES = ("karpathy", "coco_captions", "butd_adaptive")  # what the captioning pipeline fetches
@@ -428,7 +496,7 @@ def test_real_profile_downloads_converts_and_trains_the_world_served_in_the_publ
     params = yaml.safe_load((repo / "params.yaml").read_text())
     params["profile"] = "real"
     params["baselines"] = {"systems": {"updown": {**params["baselines"]["systems"]["updown"], "paper": {
-        "model_args": PAPER_ARGS, "train": {**TINY_UPDOWN_TRAIN, "epochs": 1}}}}}
+        "model_args": PAPER_ARGS, "train": {**TINY_UPDOWN_TRAIN, "max_epochs": 1}}}}}
     params["runtime"]["paper"] = {"lazy_features": True, "loader_workers": 1}
     params["regions"]["published_boxes"] = [1, 100]  # the world has 3-10 boxes, not the published 10-100
     (real / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))

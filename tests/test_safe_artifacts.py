@@ -39,7 +39,7 @@ from test_distributed import crossmodal
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = {"model_args": {"embed_dim": 8, "hidden_dim": 8, "att_hidden_dim": 8},
-        "train": {"epochs": 1, "batch_size": 10, "lr": 0.01}}
+        "train": {"max_epochs": 1, "batch_size": 10, "lr": 0.01}}
 TINY_STAGE = "pipelines/baselines/dvc.yaml:tiny"
 
 
@@ -115,7 +115,7 @@ def repo(tmp_path_factory) -> Path:
     params["baselines"] = {
         "systems": {"tiny": {**base, **TINY}, **{name: {"of": "tiny", "train": {"seed": k}}
                                                  for k, name in enumerate(seeds, 1)},
-                    "tiny_scst": {**scst, "init": "tiny", "train": {"epochs": 1, "batch_size": 10}}},
+                    "tiny_scst": {**scst, "init": "tiny", "train": {"max_epochs": 1, "batch_size": 10}}},
         "ensembles": {"tiny_ensemble": {"members": ["tiny", *seeds]}}}
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     crossmodal(repo, "synthesize")

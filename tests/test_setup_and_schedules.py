@@ -27,7 +27,7 @@ def test_step_schedule_decays_every_step_size_epochs():
 
 
 def test_plateau_schedule_halves_lr_after_patience_epochs_without_a_better_val_score():
-    cfg = TrainConfig(schedule="plateau", lr=2e-5, gamma=0.5, patience=2)
+    cfg = TrainConfig(schedule="plateau", lr=2e-5, gamma=0.5, plateau_patience=2)
     optimizer = torch.optim.Adam([torch.nn.Parameter(torch.zeros(1))], lr=base_lr(cfg))
     scheduler = make_scheduler(optimizer, cfg, steps_per_epoch=10)
     lrs = []

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import os
 import types
 import typing
@@ -198,7 +199,8 @@ class ScheduledSamplingConfig:
 @dataclass(frozen=True)
 class TrainConfig:
     seed: int = 0
-    epochs: int = 10
+    max_epochs: int = 10  # the cap: a run never trains more epochs
+    patience: int = 0  # early stopping: stop after this many epochs without a better validation value; 0: off
     batch_size: int = 50
     optimizer: str = "adam"
     lr: float = 5e-4
@@ -207,7 +209,8 @@ class TrainConfig:
     schedule: str = "step"  # step | noam | plateau | constant
     step_size: int = 3  # step: decay every this many epochs
     gamma: float = 0.8  # step and plateau: decay factor
-    patience: int = 3  # plateau: lr *= gamma after more than `patience` epochs in a row without a better val CIDEr-D
+    plateau_patience: int = 3  # plateau: lr *= gamma after more than this many epochs in a row without a better
+    # validation value
     warmup_steps: int = 10000  # noam
     noam_factor: float = 1.0  # noam: lr = factor * model_size^-0.5 * min(s^-0.5, s * warmup^-1.5); `lr` unused
     noam_model_size: int = 1024  # noam
@@ -224,8 +227,10 @@ class TrainConfig:
             raise ValueError(f"optimizer must be adam, adamw or sgd, not {self.optimizer!r}")
         if self.grad_clip_mode not in ("value", "norm"):
             raise ValueError(f"grad_clip_mode must be value or norm, not {self.grad_clip_mode!r}")
-        if self.epochs < 1 or self.batch_size < 1 or self.samples_per_image < 1:
-            raise ValueError("epochs, batch_size and samples_per_image must be at least 1")
+        if self.max_epochs < 1 or self.batch_size < 1 or self.samples_per_image < 1:
+            raise ValueError("max_epochs, batch_size and samples_per_image must be at least 1")
+        if self.patience < 0 or self.plateau_patience < 0:
+            raise ValueError("patience and plateau_patience must be at least 0")
 
 
 OBJECTIVES = ("xe", "scst")
@@ -278,10 +283,12 @@ class EnsembleConfig:
 
 @dataclass(frozen=True)
 class PaperConfig:
-    """One paper's section: the systems it trains, in the order its tables list them; its ensembles; and the
-    transcribed tables (reports/paper_tables/<id>.yaml) its `tables` stage builds."""
+    """One paper's section: the systems it trains, in the order its tables list them; the recipes only its own
+    systems share; its ensembles; and the transcribed tables (reports/paper_tables/<id>.yaml) its `tables` stage
+    builds."""
 
     systems: dict[str, dict] = field(default_factory=dict)  # raw entries; resolved by `Config.systems`
+    recipes: dict[str, dict] = field(default_factory=dict)  # this paper's shared recipes (`Config.recipes`)
     ensembles: dict[str, EnsembleConfig] = field(default_factory=dict)
     tables: tuple[str, ...] = ()
 
@@ -290,6 +297,44 @@ PROFILES = ("synthetic", "real")
 PAPERS = ("baselines", "aoanet", "xlan", "eta", "hoca", "ban")  # baselines: systems several papers' tables share
 PAPER_KEY = "paper"  # a block of paper-scale overrides, applied under `profile: real` (apply_profile)
 MODEL_KEYS = ("model", "vocabulary", "inputs", "model_args")  # an scst system takes these from its `init`
+ENTRY_KINDS = ("systems", "recipes")  # the entries `of` may name; recipes train nothing
+
+
+@dataclass(frozen=True)
+class _Leaf:
+    """A value of a params entry with the key path that states it (`Config.sources`)."""
+
+    value: Any
+    path: str
+
+
+def _annotate(tree: Any, where: str) -> Any:
+    if isinstance(tree, dict):
+        return {k: _annotate(v, f"{where}.{k}") for k, v in tree.items()}
+    return _Leaf(tree, where)
+
+
+def _strip(tree: Any) -> Any:
+    if isinstance(tree, dict):
+        return {k: _strip(v) for k, v in tree.items()}
+    return tree.value
+
+
+def _leaf_paths(tree: Any) -> list[str]:
+    if isinstance(tree, dict):
+        return [p for v in tree.values() for p in _leaf_paths(v)]
+    return [tree.path]
+
+
+def _check_keys(cls: type, data: Any, where: str) -> None:
+    """Strict keys and types of a partial entry (a recipe states only some of a system's keys)."""
+    if not isinstance(data, dict):
+        raise InputError(f"params.yaml: '{where}' must be a mapping, got {type(data).__name__}")
+    hints, fields = _hints(cls), {f.name for f in dataclasses.fields(cls)}
+    for key, value in data.items():
+        if key not in fields:
+            raise InputError(f"params.yaml: unknown key '{where}.{key}'{_suggest(str(key), sorted(fields))}")
+        _convert(value, hints[key], f"{where}.{key}")  # nested sections (train) have defaults: built in full
 
 
 @dataclass(frozen=True)
@@ -303,6 +348,7 @@ class Config:
     evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
     compute: ComputeConfig = field(default_factory=ComputeConfig)
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
+    recipes: dict[str, dict] = field(default_factory=dict)  # recipes several papers share: abstract, train nothing
     baselines: PaperConfig = field(default_factory=PaperConfig)
     aoanet: PaperConfig = field(default_factory=PaperConfig)
     xlan: PaperConfig = field(default_factory=PaperConfig)
@@ -313,22 +359,28 @@ class Config:
     def __post_init__(self) -> None:
         if self.profile not in PROFILES:
             raise ValueError(f"profile must be one of {', '.join(PROFILES)}, not {self.profile!r}")
-        seen: dict[str, str] = {}
+        seen: dict[str, str] = {name: f"recipes.{name}" for name in self.recipes}
         for paper in PAPERS:
-            for kind in ("systems", "ensembles"):
+            for kind in (*ENTRY_KINDS, "ensembles"):
                 for name in getattr(self.paper(paper), kind):
                     if name in seen:
                         raise ValueError(f"'{paper}.{kind}.{name}' reuses the name of '{seen[name]}'; metrics files "
                                          "would collide")
                     seen[name] = f"{paper}.{kind}.{name}"
         object.__setattr__(self, "_where", seen)
-        object.__setattr__(self, "_systems", {})
-        raw = self._raw_systems()
+        raw = dict(self.recipes)
+        for paper in PAPERS:
+            for kind in ENTRY_KINDS:
+                raw.update(getattr(self.paper(paper), kind))
+        object.__setattr__(self, "_raw", raw)  # every entry `of` may name: the systems and the recipes
+        object.__setattr__(self, "_merged", {})  # name -> its layers (never mutated once made)
         for name in raw:  # bases first, so that a mistake is reported at the entry that makes it
             for base in reversed(self._bases(name)):
-                if base not in self._systems:
-                    self._systems[base] = self._resolve(base)
-        object.__setattr__(self, "_systems", {name: self._systems[name] for name in raw})
+                if base not in self._merged:
+                    self._layers(base)
+                    if self.is_recipe(base):
+                        self._check_recipe(base)
+        object.__setattr__(self, "_systems", {name: self._resolve(name) for name in raw if not self.is_recipe(name)})
         for name, system in self._systems.items():
             where = self.where(name)
             if system.objective == "scst":
@@ -353,11 +405,11 @@ class Config:
     def paper(self, name: str) -> PaperConfig:
         return getattr(self, name)
 
-    def _raw_systems(self) -> dict[str, dict]:
-        return {name: entry for paper in PAPERS for name, entry in self.paper(paper).systems.items()}
+    def is_recipe(self, name: str) -> bool:
+        return self.where(name).split(".")[-2] == "recipes"
 
     def where(self, name: str) -> str:
-        """The params.yaml key path of a system or ensemble, e.g. 'xlan.systems.xlan_enc1'."""
+        """The params.yaml key path of a system, recipe or ensemble, e.g. 'xlan.systems.xlan_enc1'."""
         return self._where[name]
 
     def paper_of(self, name: str) -> str:
@@ -369,54 +421,90 @@ class Config:
 
     def _bases(self, name: str) -> list[str]:
         """`name` and the valid part of its `of` chain (`_layers` reports a broken or circular one)."""
-        out, raw = [name], self._raw_systems()
+        out, raw = [name], self._raw
         while isinstance(base := raw[out[-1]].get("of") if isinstance(raw[out[-1]], dict) else None, str) \
                 and base in raw and base not in out:
             out.append(base)
         return out
 
     def chain(self, name: str) -> list[str]:
-        """The system and the entries it derives from (`of`), nearest first."""
+        """The system and the entries (systems and recipes) it derives from (`of`), nearest first."""
         return self._bases(name)
 
     def _layers(self, name: str, visiting: tuple[str, ...] = ()) -> tuple[dict, dict]:
-        """(synthetic values, paper-scale overrides) of a system, each merged along its `of` chain: an entry
-        states what differs from its base, and its `paper:` block what differs at paper scale. A base of another
-        `model` contributes no model_args (its arguments are its own)."""
-        raw, where = self._raw_systems()[name], self.where(name)
+        """(synthetic values, paper-scale overrides) of an entry, each merged along its `of` chain, every leaf
+        annotated with the key path that states it: an entry states what differs from its base, and its `paper:`
+        block what differs at paper scale. A base of another `model` contributes no model_args (its arguments are
+        its own). A recipe derives only from recipes; a system from a recipe or from a system of its own paper."""
+        if name not in self._merged:
+            self._merged[name] = self._merge_layers(name, visiting)
+        return self._merged[name]
+
+    def _merge_layers(self, name: str, visiting: tuple[str, ...]) -> tuple[dict, dict]:
+        raw, where = self._raw[name], self.where(name)
         if not isinstance(raw, dict):
             raise InputError(f"params.yaml: '{where}' must be a mapping, got {type(raw).__name__}")
-        own = {k: v for k, v in raw.items() if k not in ("of", PAPER_KEY)}
+        own = _annotate({k: v for k, v in raw.items() if k not in ("of", PAPER_KEY)}, where)
         paper = raw.get(PAPER_KEY) or {}
         if not isinstance(paper, dict):
             raise InputError(f"params.yaml: '{where}.{PAPER_KEY}' must be a mapping of paper-scale overrides")
+        paper = _annotate(paper, f"{where}.{PAPER_KEY}")
         base_name = raw.get("of")
         if base_name is None:
             return own, paper
         if base_name in visiting or base_name == name:
             raise InputError(f"params.yaml: '{where}.of' derives from itself ({' -> '.join((name, *visiting))})")
-        if not isinstance(base_name, str) or base_name not in self._raw_systems():
-            raise InputError(f"params.yaml: '{where}.of' is {base_name!r}, not a system"
-                             f"{_suggest(str(base_name), list(self._raw_systems()))}")
+        if not isinstance(base_name, str) or base_name not in self._raw:
+            raise InputError(f"params.yaml: '{where}.of' is {base_name!r}, not a system or recipe"
+                             f"{_suggest(str(base_name), list(self._raw))}")
+        if not self.is_recipe(base_name):
+            if self.is_recipe(name):
+                raise InputError(f"params.yaml: '{where}.of' is the trained system {base_name!r}; a recipe derives "
+                                 "only from recipes")
+            if self.paper_of(base_name) != self.paper_of(name):
+                raise InputError(f"params.yaml: '{where}.of' is {base_name!r}, a trained system of another paper "
+                                 f"({self.paper_of(base_name)}); derive from the recipe it uses instead")
         base, base_paper = self._layers(base_name, visiting + (name,))
-        if "model" in own and own["model"] != base.get("model"):
+        value = lambda tree, key, default=None: getattr(tree.get(key), "value", default)  # noqa: E731
+        if "model" in own and value(own, "model") != value(base, "model"):
             base = {k: v for k, v in base.items() if k != "model_args"}
             base_paper = {k: v for k, v in base_paper.items() if k != "model_args"}
-        if own.get("objective", base.get("objective", "xe")) != base.get("objective", "xe"):
+        if value(own, "objective", value(base, "objective", "xe")) != value(base, "objective", "xe"):
             raise InputError(f"params.yaml: '{where}' derives from {base_name!r}, which has another objective")
         return _deep_merge(base, own), _deep_merge(base_paper, paper)
 
+    def _check_recipe(self, name: str) -> None:
+        """A recipe trains nothing, so it need not be a whole system; its keys and types are still strict."""
+        merged, paper = self._layers(name)
+        for tree, where in ((merged, self.where(name)), (paper, f"{self.where(name)}.{PAPER_KEY}")):
+            _check_keys(SystemConfig, _strip(tree), where)
+
+    def _annotated(self, name: str) -> dict:
+        """The resolved entry (profile applied, derivation merged) with each leaf's key path."""
+        merged, paper = self._layers(name)
+        return _deep_merge(merged, paper) if self.profile == "real" else merged
+
     def _resolve(self, name: str) -> SystemConfig:
         where = self.where(name)
-        merged, paper = self._layers(name)
-        if self.profile == "real":
-            merged = _deep_merge(merged, paper)
+        merged = _strip(self._annotated(name))
         if merged.get("objective") == "scst":
             stated = [k for k in MODEL_KEYS if k in merged]
             if stated:
                 raise InputError(f"params.yaml: '{where}.{stated[0]}': an scst system uses the model of its init; "
                                  "state it there")
         return build(SystemConfig, merged, where)
+
+    def sources(self, name: str) -> list[str]:
+        """The params.yaml key path of every value system `name` takes, where that value is stated: its own
+        entry's, its bases' (a key it overrides is its own), the `paper:` blocks' under the real profile, and
+        for an SCST system its init's model keys. The stage's params are exactly these (pipelines.py)."""
+        own = _leaf_paths(self._annotated(name))
+        return own + (self.model_sources(name) if self._systems[name].init else [])
+
+    def model_sources(self, name: str) -> list[str]:
+        """The key paths of the model keys (model, vocabulary, inputs, model_args) of `model_name(name)`."""
+        tree = self._annotated(self.model_name(name))
+        return _leaf_paths({k: v for k, v in tree.items() if k in MODEL_KEYS})
 
     def systems(self) -> dict[str, SystemConfig]:
         """Every trained system by name, resolved (profile applied, derivations merged)."""
@@ -490,6 +578,11 @@ def _convert(value: Any, tp: Any, where: str) -> Any:
     raise TypeError(f"unsupported config type {tp!r} at {where}")
 
 
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
 def build(cls: type, data: Any, where: str = "") -> Any:
     """Build dataclass `cls` from a mapping, rejecting unknown keys and wrong types by key path."""
     label = where or "(top level)"
@@ -497,7 +590,7 @@ def build(cls: type, data: Any, where: str = "") -> Any:
         data = {}
     if not isinstance(data, dict):
         raise InputError(f"params.yaml: '{label}' must be a mapping, got {type(data).__name__}")
-    hints = typing.get_type_hints(cls)
+    hints = _hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     kwargs = {}
     for key, value in data.items():
@@ -566,11 +659,22 @@ def load(path: str | os.PathLike | None = None) -> Config:
         data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as err:
         raise InputError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from None
+    return from_data(data)
+
+
+def from_data(data: Any) -> Config:
+    """The config of a parsed params.yaml tree (not modified)."""
     if isinstance(data, dict):
-        systems = {k: v.pop("systems") for k, v in data.items() if k in PAPERS and isinstance(v, dict) and "systems" in v}
+        # entries' paper blocks merge along `of` chains (Config._layers), not where they stand
+        data = {k: dict(v) if k in PAPERS and isinstance(v, dict) else v for k, v in data.items()}
+        entries = {(paper, kind): section.pop(kind) for paper, section in data.items()
+                   if paper in PAPERS and isinstance(section, dict) for kind in ENTRY_KINDS if kind in section}
+        recipes = data.pop("recipes", None)
         data = apply_profile(data, data.get("profile") == "real")
-        for paper, entries in systems.items():  # their paper blocks merge along `of` chains (Config._layers)
-            data[paper]["systems"] = entries
+        for (paper, kind), values in entries.items():
+            data[paper][kind] = values
+        if recipes is not None:
+            data["recipes"] = recipes
     return build(Config, data)
 
 

@@ -6,9 +6,9 @@
 - `pipelines/<paper>/dvc.yaml` holds one stage per system and ensemble of that params section, in params order,
   and the paper's `tables` stage. `dvc repro pipelines/<paper>/dvc.yaml` rebuilds that paper and what it needs.
 
-Exact dependencies. A stage depends on the params it reads (a system: its entry and every entry it derives
-from, its model's entries when it continues another system, `evaluation`, `compute`, `profile`, its
-vocabulary) and on the code its command runs: its import closure (closures.py), through one file,
+Exact dependencies. A stage depends on the params it reads (a system: each value its resolved configuration
+takes, at the key path where it is stated along its `of` chain, and its model's keys when it continues another
+system; `evaluation`, `compute`, `profile`, its vocabulary) and on the code its command runs: its import closure (closures.py), through one file,
 `data/code/<closure key>.txt`, that the `code` stage writes with the MD5 of each file of the closure. An edit
 reruns exactly the stages whose closure holds the edited file (after `code`, which takes a second); a file no
 closure imports reruns nothing. `runtime` is read by every stage but is never a dependency: it cannot change
@@ -25,7 +25,7 @@ import yaml
 
 from . import closures, paths
 from .config import PAPERS, Config
-from .io import write_text
+from .io import InputError, write_text
 
 HEADER = ("# Written by `python -m crossmodal pipelines` from params.yaml and the code's imports: do not edit by hand.\n"
           "# {what}\n")
@@ -42,13 +42,22 @@ def stage_code(stage_module: str, *by_name: str) -> list[Path]:
     return [paths.code(closures.key(stage_module, *by_name))]
 
 
-def code_stage(stage_files: list[dict]) -> dict:
+def code_stage(cfg: Config, stage_files: list[dict]) -> dict:
     """The `code` stage: every closure the other stages depend on, and the source files those closures hold
     (and its own)."""
     keys = sorted({Path(d).stem for stages in stage_files for stage in stages.values() for d in stage["deps"]
                    if Path(d).parent == paths.CODE})
     sources = sorted({f for k in [*keys, "code"] for f in closures.closure(closures.roots(k))})
-    return _stage(f"python -m crossmodal code --closures {','.join(keys)}", [], sources, [str(paths.CODE)])
+    return _stage(f"python -m crossmodal code --closures {','.join(keys)}", entry_sections(cfg), sources,
+                  [str(paths.CODE)])
+
+
+def entry_sections(cfg: Config) -> list[str]:
+    """The params whose change can change what the stage files must list: the profile (whose `paper:` blocks
+    apply) and every section of entries. The `code` stage depends on them and checks the stage files (a second),
+    so a change that needs `python -m crossmodal pipelines` stops the repro instead of leaving a stale result."""
+    return ["profile", *(["recipes"] if cfg.recipes else []),
+            *(p for p in PAPERS if cfg.paper(p).systems or cfg.paper(p).recipes)]
 
 
 # ------------------------------------------------------------------------------------------------ stages
@@ -97,21 +106,22 @@ def spine_stages(cfg: Config) -> dict:
         [paths.METRICS / "reference_points.json"])
     from .reports.tables import summary_name
 
-    sections = [p for p in PAPERS if paper_stages(cfg, p)]
     stages["index"] = _stage(  # it lists every system, so `dvc repro` at the root builds every paper's stages
-        "python -m crossmodal index", sections,
+        "python -m crossmodal index", [f"{p}.tables" for p in PAPERS if cfg.paper(p).tables],
         [*(paths.TABLES / summary_name(p) for p in PAPERS if cfg.paper(p).tables),
          *(paths.METRICS / f"{n}.json" for n in [*cfg.systems(), *cfg.ensembles()]), *stage_code("index")],
         [{str(paths.INDEX): {"cache": False}}])
     return stages
 
 
+SHARED_PARAMS = ["profile", "evaluation", "compute"]  # the sections every training and decoding stage reads whole
+
+
 def system_params(cfg: Config, name: str) -> list[str]:
-    """The params a system's stage reads: its derivation chain, its model's chain when it continues another
-    system, its vocabulary, and the shared sections that can change results."""
-    chains = cfg.chain(name) + (cfg.chain(cfg.systems()[name].init) if cfg.systems()[name].init else [])
-    vocabulary = cfg.model_of(name).vocabulary
-    return ["profile", "evaluation", "compute", f"vocabularies.{vocabulary}", *_dedupe([cfg.where(s) for s in chains])]
+    """The params a system's stage reads: the shared sections that can change results, its vocabulary, and each
+    value of its resolved configuration at the key path that states it (`Config.sources`), so that a recipe's
+    key that the system overrides never reruns it."""
+    return [*SHARED_PARAMS, f"vocabularies.{cfg.model_of(name).vocabulary}", *cfg.sources(name)]
 
 
 def _model_data(cfg: Config, name: str) -> list:
@@ -135,9 +145,8 @@ def paper_stages(cfg: Config, paper: str) -> dict:
     for name, ensemble in section.ensembles.items():
         members = ensemble.members
         model = cfg.model_of(members[0])
-        params = ["profile", "evaluation", "compute", cfg.where(name),
-                  *_dedupe([cfg.where(s) for m in members for s in cfg.chain(m)
-                            + (cfg.chain(systems[m].init) if systems[m].init else [])])]
+        params = [*SHARED_PARAMS, f"{cfg.where(name)}.members",
+                  *_dedupe([p for m in members for p in cfg.model_sources(m)])]
         deps = [*(paths.MODELS / m for m in members), *_model_data(cfg, members[0]),
                 *stage_code("ensemble", f"models.{model.model}")]
         outs, metrics = _system_outs(name)
@@ -175,7 +184,7 @@ def expected_files(cfg: Config) -> dict[Path, str]:
     """Every stage file's text, by repository-relative path."""
     papers = {paper: stages for paper in PAPERS if (stages := paper_stages(cfg, paper))}
     spine = spine_stages(cfg)
-    spine = {"code": code_stage([spine, *papers.values()]), **spine}
+    spine = {"code": code_stage(cfg, [spine, *papers.values()]), **spine}
     files = {Path("dvc.yaml"): render(spine, "Shared stages (code closures, data, features, reference points) and "
                                              "the index of every paper's tables.")}
     for paper, stages in papers.items():
@@ -184,12 +193,35 @@ def expected_files(cfg: Config) -> dict[Path, str]:
     return files
 
 
-def write_pipelines(cfg: Config, root: Path, check: bool = False) -> int:
-    """Write the stage files (or, with `check`, report those that differ); also remove the files of papers that
-    no longer have stages. Returns the exit status."""
+def _differences(cfg: Config, root: Path) -> tuple[dict[Path, str], list[Path], list[Path]]:
+    """(expected files, those that differ on disk, stale files of papers without stages)."""
     files = expected_files(cfg)
     stale = [p for p in (root / "pipelines").glob("*/dvc.yaml") if p.relative_to(root) not in files]
     differ = [p for p, text in files.items() if not (root / p).is_file() or (root / p).read_text() != text]
+    return files, differ, stale
+
+
+def check_current(cfg: Config, root: Path) -> None:
+    """Fail with one line when the stage files are not what params.yaml says, e.g. after `dvc exp run -S +<key>`
+    stated a value at a new key path (the stages list the old one, so DVC would not rerun them) or after a
+    profile switch (the real profile's stages also take the `paper:` blocks' values). The `code` stage runs this
+    first whenever params.yaml's entries change."""
+    files, differ, stale = _differences(cfg, root)
+    for path in differ:
+        have = yaml.safe_load((root / path).read_text())["stages"] if (root / path).is_file() else {}
+        want = yaml.safe_load(files[path])["stages"]
+        names = [n for n in want if have.get(n) != want[n]] + [n for n in have if n not in want]
+        raise InputError(f"{path} is out of date with params.yaml (stage {', '.join(names[:3])}"
+                         f"{' …' if len(names) > 3 else ''}): run `python -m crossmodal pipelines`, then repeat")
+    if stale:
+        raise InputError(f"{stale[0].relative_to(root)} has no systems in params.yaml any more: "
+                         "run `python -m crossmodal pipelines`, then repeat")
+
+
+def write_pipelines(cfg: Config, root: Path, check: bool = False) -> int:
+    """Write the stage files (or, with `check`, report those that differ); also remove the files of papers that
+    no longer have stages. Returns the exit status."""
+    files, differ, stale = _differences(cfg, root)
     if check:
         for path in differ + [p.relative_to(root) for p in stale]:
             print(f"{path}: differs from params.yaml; run `python -m crossmodal pipelines`")

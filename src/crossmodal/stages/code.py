@@ -6,6 +6,11 @@ checks about 70 source files once, here, rather than ~2,000 file dependencies on
 repro stays within its budget. The reruns are the same: an edit changes the files of the closures that hold the
 edited file and no other, and DVC reruns exactly the stages that depend on those. `dvc status` names this stage
 only; `dvc repro code` then shows (in `dvc status`) which stages the edit reaches.
+
+It also depends on the params sections of entries (recipes, systems) and first checks that the stage files list
+what params.yaml now says (pipelines.check_current): a value stated at a new key path (`dvc exp run -S +<key>`)
+or a profile switch needs `python -m crossmodal pipelines`, and the repro stops here with one line instead of
+leaving a stage that tracks the old key. Its outputs do not change when only params do, so nothing else reruns.
 """
 from __future__ import annotations
 
@@ -15,9 +20,11 @@ from pathlib import Path
 from .. import paths
 from ..closures import closure, roots
 from ..io import InputError, atomic_path, write_text
+from ..pipelines import check_current
 
 
 def run(cfg, root: Path, args) -> None:
+    check_current(cfg, root)
     keys = [k for k in args.closures.split(",") if k]
     with atomic_path(root / paths.CODE) as tmp:  # the whole folder at once: no file of a removed closure stays
         tmp.mkdir(parents=True)

@@ -3,7 +3,7 @@
 - step: lr * gamma ^ floor(epoch / step_size) (Up-Down, AoANet: x0.8 every 3 epochs).
 - noam: factor * model_size^-0.5 * min(s^-0.5, s * warmup^-1.5) with s = step + 1 (Vaswani et al.; X-LAN's
   NoamOpt). The optimizer's base lr is set to 1 for this schedule, so `lr` in params is not used.
-- plateau: lr * gamma each time validation CIDEr-D has not improved for more than `patience` epochs (the SCST
+- plateau: lr * gamma each time validation CIDEr-D has not improved for more than `plateau_patience` epochs (the SCST
   recipes of AoANet and X-LAN); stepped once per epoch by the trainer, not per step.
 - constant: lr.
 """
@@ -24,7 +24,7 @@ def make_scheduler(optimizer: torch.optim.Optimizer, cfg: TrainConfig, steps_per
     """ReduceLROnPlateau (stepped per epoch with val CIDEr-D) for `plateau`, else a per-step LambdaLR."""
     if cfg.schedule == "plateau":
         return torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, mode="max", factor=cfg.gamma,
-                                                          patience=cfg.patience)
+                                                          patience=cfg.plateau_patience)
     return torch.optim.lr_scheduler.LambdaLR(optimizer, lr_multiplier(cfg, steps_per_epoch))
 
 

@@ -1,6 +1,11 @@
 """The trainer every task shares: seeding, optimiser and schedule, epochs, best epoch by the task's validation
-metric, checkpoint/resume, distribution and MLflow logging. The task (tasks/) supplies data, model, loss,
-validation metric and outputs.
+metric, early stopping, checkpoint/resume, distribution and MLflow logging. The task (tasks/) supplies data, model,
+loss, validation metric and outputs.
+
+Early stopping: a run stops once `train.patience` epochs in a row have not beaten the best validation value (0:
+never), and never trains more than `train.max_epochs`. Either way the chosen model is the best validation epoch's;
+test is never looked at. The decision depends only on the validation curve, which the checkpoint keeps, so a run
+killed inside a patience window and resumed stops at the same epoch.
 
 Starting weights: a system with `init` (self-critical training, say) starts from that system's saved model.
 
@@ -170,7 +175,7 @@ class Trainer:
         shares = [order[start:start + size][dist.rank::dist.world] for start in range(0, len(order), size)]
         logged: dict[str, list[tuple[float, float]]] = {}
         for rows, inputs in tqdm(self.task.train_batches(shares), total=len(shares), leave=False,
-                                 desc=f"{self.name} epoch {epoch + 1}/{self.train_cfg.epochs}",
+                                 desc=f"{self.name} epoch {epoch + 1}/{self.train_cfg.max_epochs}",
                                  disable=not self.progress):
             inputs = to_device(inputs, self.device)
             with self.precision.autocast():
@@ -240,7 +245,9 @@ class Trainer:
                 tracker.set_tag("resumed_from_epoch", str(first))
             for row in self.history:  # a resumed run still carries the whole curve
                 tracker.log_metrics(self.tracked(row), step=row["epoch"])
-        for epoch in range(first, self.train_cfg.epochs):
+        for epoch in range(first, self.train_cfg.max_epochs):
+            if self.patience_spent(epoch):
+                break
             lr = self.optimizer.param_groups[0]["lr"]
             self.seed_rank_stream(epoch)
             start = time.perf_counter()
@@ -253,11 +260,12 @@ class Trainer:
             self.history.append(row)
             if self.per_epoch_schedule:
                 self.scheduler.step(value)
+            if value > self.best["value"]:  # every rank (the value is broadcast); the weights only where kept
+                state = {k: v.to("cpu", copy=True) for k, v in self.model.state_dict().items()} \
+                    if self.dist.main else None
+                self.best = {"value": value, "epoch": epoch + 1, "state": state}
             if not self.dist.main:
                 continue
-            if value > self.best["value"]:
-                self.best = {"value": value, "epoch": epoch + 1,
-                             "state": {k: v.to("cpu", copy=True) for k, v in self.model.state_dict().items()}}
             self.save_checkpoint(epoch)
             if tracker is not None:
                 tracker.log_metrics(self.tracked(row), step=epoch + 1)
@@ -266,6 +274,7 @@ class Trainer:
                 print(f"{self.name} epoch {epoch + 1}: {shown} {metric} {value:.3f}", flush=True)
         if not self.dist.main:
             return None
+        stopped = "patience" if self.patience_spent(len(self.history)) else "max_epochs"
         self.model.load_state_dict(self.best["state"])
         start = time.perf_counter()
         result = self.task.test(self.model)
@@ -277,8 +286,14 @@ class Trainer:
             best = self.task.for_tracking({metric: self.best["value"]})[metric]
             tracker.log_metrics({"best_epoch": self.best["epoch"], f"best_{metric}": best,
                                  **{f"seconds_{k}": v for k, v in seconds.items()}})
+            tracker.set_tag("stopped_by", stopped)
         return {**result, "best_epoch": self.best["epoch"], f"best_{metric}": self.best["value"],
                 "history": self.history}
+
+    def patience_spent(self, epochs_done: int) -> bool:
+        """Whether early stopping ends the run after `epochs_done` epochs: `patience` of them since the best."""
+        patience = self.train_cfg.patience
+        return patience > 0 and epochs_done - self.best["epoch"] >= patience
 
     def tracked(self, row: dict) -> dict:
         """An epoch's row as MLflow gets it (step = the epoch): the task's metrics on the tables' scale."""

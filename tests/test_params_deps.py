@@ -1,0 +1,106 @@
+"""Leaf-exact params dependencies, derived independently of the generator: every value stated under a recipe or a
+system (its `paper:` blocks included) is changed, one at a time, and the systems whose resolved configuration
+changes are the stages that must list that key path, under both profiles. A stage file that lists a key whose change
+leaves its configuration alone (superfluous: it would rerun for nothing) or misses one that changes it (missing: a
+stale result) fails here."""
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from crossmodal import pipelines
+from crossmodal.config import MODEL_KEYS, PAPERS, Config, from_data, to_dict
+
+ROOT = Path(__file__).resolve().parents[1]
+ALTERNATIVES = {  # a string value that must stay valid when changed: another of its allowed values
+    "schedule": ["constant", "step"], "optimizer": ["sgd", "adam"], "grad_clip_mode": ["norm", "value"],
+    "vocabulary": ["min6", "min5"], "objective": [],  # an entry's objective cannot change alone (validation)
+}
+
+
+def _leaves(tree, path=()):
+    if isinstance(tree, dict):
+        for key, value in tree.items():
+            yield from _leaves(value, (*path, key))
+    else:
+        yield path, tree
+
+
+def _changed(value, key: str, cfg_data: dict):
+    """Values to try in place of `value` (the first valid one is used)."""
+    if isinstance(value, bool):
+        return [not value]
+    if isinstance(value, int):
+        return [value + 1]
+    if isinstance(value, float):
+        return [value * 1.5 + 0.01]
+    if isinstance(value, list):
+        return [[_changed(value[0], key, cfg_data)[0], *value[1:]]] if value and key != "members" else []
+    if key == "init":  # another cross-entropy system (an ensemble's members must keep one model)
+        return [name for paper in PAPERS for name, e in cfg_data.get(paper, {}).get("systems", {}).items()
+                if name != value and "init" not in e]
+    if key in ALTERNATIVES:
+        return [v for v in ALTERNATIVES[key] if v != value]
+    return [f"{value}_x"]
+
+
+def _entry_leaves(data: dict):
+    """(key path, value) of every value stated under `recipes` and the papers' `systems` and `recipes`."""
+    roots = [("recipes",)] + [(p, kind) for p in PAPERS for kind in ("systems", "recipes")]
+    for root in roots:
+        tree = data
+        for key in root:
+            tree = tree.get(key, {}) if isinstance(tree, dict) else {}
+        for name, entry in tree.items():
+            for path, value in _leaves({k: v for k, v in entry.items() if k != "of"}):
+                yield (*root, name, *path), value
+
+
+def _view(cfg: Config) -> dict:
+    """What each stage computes from: a system's resolved config and its model's keys; an ensemble's members and
+    their models' keys."""
+    systems = cfg.systems()
+    model = lambda name: {k: to_dict(getattr(cfg.model_of(name), k)) for k in MODEL_KEYS}  # noqa: E731
+    view = {name: (to_dict(s), model(name)) for name, s in systems.items()}
+    view.update({name: (e.members, [model(m) for m in e.members]) for name, e in cfg.ensembles().items()})
+    return view
+
+
+def _set(data: dict, path: tuple, value) -> dict:
+    out = copy.deepcopy(data)
+    tree = out
+    for key in path[:-1]:
+        tree = tree[key]
+    tree[path[-1]] = value
+    return out
+
+
+@pytest.mark.parametrize("profile", ["synthetic", "real"])
+def test_every_stage_lists_exactly_the_keys_its_configuration_takes(profile):
+    data = {**yaml.safe_load((ROOT / "params.yaml").read_text()), "profile": profile}
+    cfg = from_data(data)
+    before = _view(cfg)
+    derived: dict[str, set[str]] = {name: set() for name in before}
+    untestable = []
+    for path, value in _entry_leaves(data):
+        for candidate in _changed(value, path[-1], data):
+            try:
+                after = _view(from_data(_set(data, path, candidate)))
+            except Exception:  # noqa: BLE001 - an invalid change: try the next candidate
+                continue
+            for name in before:
+                if after[name] != before[name]:
+                    derived[name].add(".".join(path))
+            break
+        else:
+            untestable.append(".".join(path))
+    assert {p.split(".")[-1] for p in untestable} <= {"objective"}, untestable
+    files = pipelines.expected_files(cfg)
+    stages = {name: stage for text in files.values() for name, stage in yaml.safe_load(text)["stages"].items()}
+    for name, keys in derived.items():
+        listed = {p for p in stages[name]["params"] if p not in pipelines.SHARED_PARAMS
+                  and not p.startswith("vocabularies.") and not p.endswith((".objective", ".members"))}
+        assert listed == keys, (name, "missing:", sorted(keys - listed), "superfluous:", sorted(listed - keys))
