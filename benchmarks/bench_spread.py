@@ -10,7 +10,7 @@ Each configuration runs, in a temporary copy of the repository with the workspac
 chain a fresh clone runs: `pretrain-backbone`, `extract-regions` (its features), `train --system updown`. It
 records the backbone's four validation accuracies, Up-Down's test BLEU-4, METEOR and CIDEr-D (x100), the model
 files' md5 and the stage times. The spread (max - min over configurations) is the floor below which two systems'
-orderings cannot be told apart by one run each (README, "Reproducibility").
+orderings cannot be told apart by one run each (docs/reproducibility.md).
 
 Run on demand from an activated .venv, after `dvc repro prepro_captions` (the world and captions are copied):
 `python benchmarks/bench_spread.py [--configs default,threads1,...]`. Writes `benchmarks/results/spread.{json,md}`.

@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from crossmodal.io import InputError
-from crossmodal.reports.tables import build_index, build_paper, build_table, load_table, load_tables, summary_name
+from crossmodal.reports.tables import (STATUS_BEGIN, STATUS_END, build_index, build_paper, build_status, build_table,
+                                       load_table, load_tables, replace_status, status_block, summary_name)
 
 PAPER_TABLES = Path(__file__).resolve().parents[1] / "src" / "crossmodal" / "reports" / "paper_tables"
 XLAN_VARIANTS = {"updown", "xlan_dec", "xlan_enc1", "xlan_enc2", "xlan_enc3", "xlan_enc4", "xlan"}
@@ -101,13 +102,13 @@ def metrics_dir(tmp_path) -> Path:
 
 
 def _md_rows(markdown: str) -> dict[str, dict[str, str]]:
-    """Markdown table rows keyed by their first two cells, footnote markers stripped from the first."""
+    """Markdown table rows keyed by their first two cells, footnote markers (numbered, †, ‡) stripped from the first."""
     lines = [l for l in markdown.splitlines() if l.startswith("| ")]
     header = [c.strip() for c in lines[0].strip("|").split("|")]
     rows = {}
     for line in lines[1:]:
         cells = [c.strip() for c in line.strip("|").split("|")]
-        rows[(cells[0].split("[^")[0], cells[1])] = dict(zip(header, cells))
+        rows[(cells[0].split("[^")[0].rstrip("†‡"), cells[1])] = dict(zip(header, cells))
     return rows
 
 
@@ -166,7 +167,8 @@ def test_build_with_only_updown_metrics(tmp_path, metrics_dir, xlan3_only):
 
     idx = index.read_text()
     assert "| [xlan_table3](tables/xlan_table3.md) | Table 3 | X-Linear Attention Networks" in idx
-    assert idx.rstrip().endswith("| 1 | 6 | 0 |")
+    assert "| Reproduced | Server only | Pending | Cited |" in idx
+    assert idx.rstrip().endswith("| 1 | 0 | 6 | 0 |")
 
 
 def test_build_is_byte_identical_when_repeated(tmp_path, metrics_dir, xlan3_only):
@@ -200,9 +202,10 @@ def test_cited_unregistered_grouped_and_server_only_cells(tmp_path, metrics_dir)
     rows = {k[0]: r for k, r in _md_rows(md).items()}
     assert (rows["Up-Down"]["XE B@4 ours"], rows["Up-Down"]["C ours"]) == ("30.5", "server only")
     assert (rows["Other"]["XE B@4 ours"], rows["Other"]["C paper"]) == ("cited", "-")
-    assert rows["Ghost"]["XE B@4 ours"] == "pending" and "variant `ghost` is not registered" in md
+    assert rows["Ghost"]["XE B@4 ours"] == "pending" and "]: Ghost: not trained yet." in md
+    assert "params.yaml" not in md and "variant" not in md  # footnotes speak of systems, not of the code
     assert "**Ensemble**" in md and "XE = Cross-Entropy Loss" in md
-    assert (tmp_path / "index.md").read_text().rstrip().endswith("| 1 | 1 | 1 |")
+    assert (tmp_path / "index.md").read_text().rstrip().endswith("| 1 | 0 | 1 | 1 |")  # reproduced: B@4 is ours
     kinds = [r["kind"] for r in csv.DictReader(io.StringIO((tmp_path / "out" / "t.csv").read_text()))]
     assert kinds == ["reproduced", "cited", "pending"]
 
@@ -444,20 +447,21 @@ def test_server_only_cells_name_the_submission_file_once_the_variant_has_metrics
     rows = {k[0]: r for k, r in _md_rows(md).items()}
     ours = [v for k, v in rows["AoANet"].items() if k.endswith(" ours")]
     assert ours == ["server only"] * 14
-    text = ("Server columns: the COCO test server scores the submission file "
-            "`data/predictions/aoanet_scst/captions_test2014_aoanet_scst_results.json` written by the pipeline "
-            "(on synthetic data the test split stands in for test2014).")
-    number = next(line[2:line.index("]")] for line in md.splitlines() if line.endswith(text))
-    assert f"[^{number}]" in rows["AoANet"]["Model"]  # marked once, on the row label
-    for pending in ("Up-Down [2]", "SCST [31]"):  # no metrics yet, so no submission file and no footnote
+    note = [line for line in md.splitlines() if line.startswith("‡ ")]
+    assert note == ["‡ Server columns: the COCO test server scores the submission file "
+                    "`data/predictions/<system>/captions_test2014_<system>_results.json` that the pipeline writes for "
+                    "each of these systems (on synthetic data the test split stands in for test2014): `aoanet_scst`."]
+    assert rows["AoANet"]["Model"].count("‡") == 1  # marked once, on the row label
+    for pending in ("Up-Down [2]", "SCST [31]"):  # no metrics yet, so no submission file and no mark
         assert all(v == "server only" for k, v in rows[pending].items() if k.endswith(" ours"))
-        assert f"[^{number}]" not in rows[pending]["Model"]
-    assert "updown_scst/captions_test2014" not in md and "att2in_scst/captions_test2014" not in md
+        assert "‡" not in rows[pending]["Model"]
+    assert "`updown_scst`" not in md and "`att2in_scst`" not in md
     assert all(v == "cited" for k, v in rows["LSTM-A [50]"].items() if k.endswith(" ours"))
     assert (rows["AoANet"]["c5 CIDEr-D paper"], rows["AoANet"]["c40 CIDEr-D paper"]) == ("126.9", "129.6")
     kinds = [r["kind"] for r in csv.DictReader(io.StringIO((tmp_path / "out" / "aoanet_online.csv").read_text()))]
-    assert kinds == ["pending", "cited", "pending", "cited", "cited", "cited", "reproduced"]
-    assert (tmp_path / "index.md").read_text().rstrip().endswith("| 1 | 2 | 4 |")
+    assert kinds == ["pending", "cited", "pending", "cited", "cited", "cited", "server_only"]
+    # a trained row of which every cell needs the server holds no number of ours: server only, not reproduced
+    assert (tmp_path / "index.md").read_text().rstrip().endswith("| 0 | 1 | 2 | 4 |")
 
 
 def test_build_all_transcribed_tables(tmp_path, metrics_dir):
@@ -466,14 +470,19 @@ def test_build_all_transcribed_tables(tmp_path, metrics_dir):
     written = build_all(PAPER_TABLES, metrics_dir, {"updown", "updown_scst"}, out, index)
     assert written == [out / f"{t}.{ext}" for t in TABLE_IDS for ext in ("md", "csv")] + [index]
     counts = {}
-    for line in index.read_text().splitlines()[6:]:
-        cells = [c.strip() for c in line.strip("|").split("|")]
-        counts[cells[0].split("]")[0].lstrip("[")] = tuple(int(c) for c in cells[-3:])
-    assert counts == {  # reproduced / pending / cited: the Up-Down row of each table is ours
-        "aoanet_offline": (1, 3, 4), "aoanet_online": (1, 2, 4), "eta_table1": (1, 3, 3), "eta_table3": (1, 2, 3),
-        "xlan_table1": (1, 8, 11), "xlan_table2": (1, 3, 7), "xlan_table3": (1, 6, 0)}
+    for line in index.read_text().splitlines():
+        if line.startswith("| ["):
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            counts[cells[0].split("]")[0].lstrip("[")] = tuple(int(c) for c in cells[-4:])
+    assert counts == {  # reproduced / server only / pending / cited: the Up-Down row of each table is ours
+        "aoanet_offline": (1, 0, 3, 4), "aoanet_online": (0, 1, 2, 4), "eta_table1": (1, 0, 3, 3),
+        "eta_table3": (0, 1, 2, 3), "xlan_table1": (1, 0, 8, 11), "xlan_table2": (0, 1, 3, 7), "xlan_table3": (1, 0, 6, 0)}
+    summary = json.loads((out / summary_name("paper")).read_text())
+    assert [sorted(e) for e in summary] == [["cited", "id", "paper", "pending", "reproduced", "server_only", "table"]] * 7
     xlan2 = (out / "xlan_table2.md").read_text()
-    assert "`data/predictions/updown_scst/captions_test2014_updown_scst_results.json`" in xlan2
+    assert xlan2.rstrip().endswith("`data/predictions/<system>/captions_test2014_<system>_results.json` that the "
+                                   "pipeline writes for each of these systems (on synthetic data the test split stands "
+                                   "in for test2014): `updown_scst`.")
     xlan1 = {k[0]: r for k, r in _md_rows((out / "xlan_table1.md").read_text()).items()}
     assert (xlan1["Up-Down [2]"]["XE C paper"], xlan1["Up-Down [2]"]["XE C ours"]) == ("113.5", "114.5")
     assert (xlan1["Up-Down [2]"]["CIDEr opt. C paper"], xlan1["Up-Down [2]"]["CIDEr opt. C ours"]) == ("120.1", "110.0")
@@ -513,8 +522,79 @@ def test_rows_whose_best_epoch_is_the_last_say_they_were_still_improving(tmp_pat
         return build_table(table, metrics_dir, {"base"}).markdown
 
     flagged = markdown(best=10, epochs=10)
-    assert "| Ours[^1] |" in flagged
-    assert ("[^1]: `base` was still improving: its best validation epoch is its last (10 of 10), so it may be "
-            "under-trained.") in flagged
+    assert "| Ours† |" in flagged
+    assert flagged.rstrip().endswith("† Best validation epoch = last epoch: still improving when its schedule ended, "
+                                     "so it may be under-trained: `base` 10 of 10.")
     for best, epochs in ((8, 10), (None, None)):  # an earlier best; no curve (an ensemble, say)
         assert "still improving" not in markdown(best, epochs)
+
+
+def test_a_footnote_rows_repeat_with_another_system_each_is_one_mark_with_one_note(tmp_path, metrics_dir):
+    table = _small_table()
+    table["column_groups"] = [{"id": "xe", "label": "Cross-Entropy Loss", "short": "XE"},
+                              {"id": "rl", "label": "Self-critical", "short": "RL"}]
+    table["columns"] = [{"key": "BLEU-4", "label": "B@4", "group": "xe"}, {"key": "BLEU-4", "label": "B@4", "group": "rl"}]
+    table["sections"][0]["rows"] = [
+        {"label": "A", "values": {"xe:BLEU-4": 1.0, "rl:BLEU-4": 2.0}, "variant": {"xe": "a", "rl": "a_rl"}},
+        {"label": "B", "values": {"xe:BLEU-4": 1.0, "rl:BLEU-4": 2.0}, "variant": {"xe": "b", "rl": "b_rl"}},
+        {"label": "C", "values": {"xe:BLEU-4": 1.0, "rl:BLEU-4": 2.0}, "variant": {"xe": "c", "rl": "c_rl"}}]
+    for name, best in (("a", 10), ("a_rl", 2), ("b", 10), ("b_rl", 1), ("c", 4), ("c_rl", 1)):
+        _write_metrics(metrics_dir, name)
+        data = json.loads((metrics_dir / f"{name}.json").read_text())
+        epochs = 2 if name.endswith("_rl") else 10
+        data.update(history=[{"epoch": e} for e in range(1, epochs + 1)], best_epoch=best)
+        (metrics_dir / f"{name}.json").write_text(json.dumps(data))
+    md = build_table(load_table(_write_yaml(tmp_path, table)), metrics_dir,
+                     {"a", "a_rl", "b", "b_rl", "c", "c_rl"}).markdown
+    labels = [line.split("|")[1].strip() for line in md.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert labels == ["A†", "B†", "C"]  # one mark per row, however many of its systems it names
+    notes = [line for line in md.splitlines() if "still improving" in line]
+    assert notes == ["† Best validation epoch = last epoch: still improving when its schedule ended, so it may be "
+                     "under-trained: `a` 10 of 10, `a_rl` 2 of 2, `b` 10 of 10."]
+    assert "[^" not in md
+
+
+def test_rows_of_systems_not_trained_say_so_in_the_readers_words(tmp_path, metrics_dir):
+    table = _small_table()
+    table["column_groups"] = [{"id": "xe", "label": "Cross-Entropy Loss", "short": "XE"},
+                              {"id": "scst", "label": "CIDEr optimisation", "short": "SCST"}]
+    table["columns"] = [{"key": "BLEU-4", "label": "B@4", "group": g} for g in ("xe", "scst")]
+    table["sections"][0]["rows"] = [
+        {"label": "ETA", "values": {"xe:BLEU-4": 1.0, "scst:BLEU-4": 2.0}, "variant": {"xe": "eta", "scst": "eta_scst"}},
+        {"label": "Half", "values": {"xe:BLEU-4": 1.0, "scst:BLEU-4": 2.0}, "variant": {"xe": "updown", "scst": "h_scst"}}]
+    md = build_table(load_table(_write_yaml(tmp_path, table)), metrics_dir, {"updown"}).markdown
+    assert "[^1]: ETA: not trained yet." in md and "[^2]: Half (SCST): not trained yet." in md
+    assert "`eta`" not in md and "registered" not in md
+
+
+def _summary(path: Path, *entries: tuple) -> Path:
+    path.write_text(json.dumps([{"id": i, "table": t, "paper": "P", "reproduced": r, "server_only": s, "pending": p,
+                                 "cited": c} for i, t, r, s, p, c in entries]))
+    return path
+
+
+def test_status_table_counts_tables_systems_and_rows_per_paper(tmp_path, metrics_dir):
+    for name in ("xlan", "xlan_scst", "showtell", "xlan_ensemble"):
+        _write_metrics(metrics_dir, name)
+    summaries = {"xlan": _summary(tmp_path / "xlan.json", ("x1", "Table 1", 2, 0, 1, 5), ("x2", "Table 2", 0, 3, 0, 2)),
+                 "eta": _summary(tmp_path / "eta.json", ("e1", "Table 1", 1, 0, 4, 3))}
+    systems = {"showtell": "baselines", "xlan": "xlan", "xlan_scst": "xlan", "xlan_dec": "xlan"}
+    status = build_status(summaries, systems, {"xlan_ensemble": "xlan"}, metrics_dir)
+    rows = {line.split("|")[1].strip(): [c.strip() for c in line.strip("|").split("|")[1:]]
+            for line in status.splitlines() if line.startswith("| ") and "---" not in line}
+    assert list(rows) == ["Paper", "X-LAN / X-Transformer", "ETA-Transformer", "AoANet", "HOCA / Low-Rank HOCA", "BAN"]
+    assert rows["Paper"] == ["Tables transcribed", "Systems trained", "Rows reproduced", "Server only", "Pending",
+                             "Cited", "Claims that hold"]
+    assert rows["X-LAN / X-Transformer"] == ["2: Table 1, Table 2", "2 of 3 + 1 ensembles", "2", "3", "1", "7", "—"]
+    assert rows["ETA-Transformer"] == ["1: Table 1", "0", "1", "0", "4", "3", "—"]
+    assert rows["BAN"] == ["none yet", "0", "—", "—", "—", "—", "—"]
+    assert "`showtell`" in status and max(len(line) for line in status.splitlines()) <= 120
+
+
+def test_the_status_block_of_a_readme_is_replaced_between_its_markers():
+    readme = f"# R\n\n{STATUS_BEGIN}\nold table\n{STATUS_END}\n\n## Quick start\n"
+    new = replace_status(readme, "| new |\n")
+    assert new == f"# R\n\n{STATUS_BEGIN}\n| new |\n{STATUS_END}\n\n## Quick start\n"
+    assert status_block(new) == "| new |\n" and replace_status(new, "| new |\n") == new
+    with pytest.raises(InputError, match="status:begin"):
+        replace_status("# R\n", "| new |\n")

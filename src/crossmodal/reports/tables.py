@@ -27,8 +27,8 @@ YAML format (every key below is the complete set; anything else is an error)::
         label: "B@4"                   # the paper's column label
         group: xe                      # optional: a column_groups id
         server_only: false             # optional: only a test server computes it (ours: "server only";
-                                       #   once a filling variant has metrics, a footnote names the
-                                       #   submission file the pipeline wrote for it, paths.submission)
+                                       #   once a filling variant has metrics, one note (‡) names the
+                                       #   submission files the pipeline wrote, paths.submission)
         scale: 100                     # optional: overrides the table's scale for this column
     reference_points: reference_points.json   # optional: add our constant-caption / human-ceiling rows
     data_profile: data_profile.json    # optional (this default): the metrics-dir file naming our data
@@ -46,6 +46,11 @@ YAML format (every key below is the complete set; anything else is an error)::
 A column's id is its key, or `<group>:<key>` when it belongs to a group; row `values` and the CSV
 columns `<id>_paper` / `<id>_ours` use that id.
 
+Each row is of one kind (the CSV's `kind`, counted in `<paper>.summary.json` and the index): `reproduced` (our
+numbers beside the paper's), `server_only` (trained, but every column needs the test server), `pending` (a system
+not trained yet) or `cited` (another paper's system, not retrained). Footnotes speak of the systems, never of the
+code: a footnote that several rows repeat with another system each is one mark (†, ‡) with one note naming them.
+
 Inputs of the builder, in `metrics_dir`: `<variant>.json` = {"variant", "test": {metric: value or null,
 "<metric>_status": why null, ...}, ...}; `reference_points.json` = {"<name>": {"test": {...}, optional
 "caption", "note"}}; `data_profile.json` = {"profile", "synthetic", "<unit>": {"train", "val", "test"}
@@ -57,6 +62,7 @@ import csv
 import io
 import math
 import os
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -69,6 +75,12 @@ from crossmodal.io import InputError, read_json, write_json, write_text
 
 REFERENCE_LABELS = {"constant_caption": "Constant caption", "human_ceiling": "Human ceiling"}
 REFERENCE_HEADING = "Reference points (ours, same test split)"
+KINDS = ("reproduced", "server_only", "pending", "cited")  # a row's kind, in the order the index counts them
+STILL_IMPROVING = ("Best validation epoch = last epoch: still improving when its schedule ended, so it may be "
+                   "under-trained")
+SERVER_FILES = ("Server columns: the COCO test server scores the submission file "
+                f"`{paths.submission('<system>').as_posix()}` that the pipeline writes for each of these systems "
+                "(on synthetic data the test split stands in for test2014)")
 
 
 @dataclass(frozen=True)
@@ -392,14 +404,13 @@ class _Results:
 
 
 def still_improving(variant: str, metrics: dict) -> str | None:
-    """A footnote for a trained variant whose best validation epoch is its last (the schedule stopped it while it
-    was still improving, so it may be under-trained), or None: for an earlier best, or metrics without a curve
-    (ensembles, reference points)."""
+    """For a trained variant whose best validation epoch is its last (the schedule stopped it while it was still
+    improving, so it may be under-trained), its entry in the table's † note, e.g. "`xlan` 10 of 10"; None for an
+    earlier best, or metrics without a curve (ensembles, reference points)."""
     history, best = metrics.get("history"), metrics.get("best_epoch")
     if not isinstance(history, list) or not history or best != len(history):
         return None
-    return (f"`{variant}` was still improving: its best validation epoch is its last "
-            f"({best} of {len(history)}), so it may be under-trained.")
+    return f"`{variant}` {best} of {len(history)}"
 
 
 def _our_value(test: dict, key: str, where: str) -> float | None:
@@ -412,18 +423,32 @@ def _our_value(test: dict, key: str, where: str) -> float | None:
 
 
 class _Footnotes:
-    """GitHub-style footnotes, numbered in order of first use and shared by identical texts."""
+    """GitHub-style footnotes, numbered in order of first use and shared by identical texts; and symbol notes:
+    one mark (†) and one note for a footnote that rows repeat with another system each, naming them all."""
 
     def __init__(self):
         self.texts: list[str] = []
+        self.symbols: dict[str, tuple[str, list[str]]] = {}  # mark -> (note, the systems it names)
 
     def mark(self, text: str) -> str:
         if text not in self.texts:
             self.texts.append(text)
         return f"[^{self.texts.index(text) + 1}]"
 
+    def symbol(self, mark: str, text: str, item: str) -> str:
+        """`mark`, whose one note reads `text` and names `item` (with the items of every other row marked so)."""
+        note, items = self.symbols.setdefault(mark, (text, []))
+        if note != text:
+            raise ValueError(f"mark {mark} already stands for another note")
+        if item not in items:
+            items.append(item)
+        return mark
+
     def lines(self) -> list[str]:
-        return [f"[^{i + 1}]: {t}" for i, t in enumerate(self.texts)]
+        lines = [f"[^{i + 1}]: {t}" for i, t in enumerate(self.texts)]
+        for mark, (text, items) in self.symbols.items():
+            lines += [""] * bool(lines) + [f"{mark} {text}: {', '.join(items)}."]
+        return lines
 
 
 def _fmt(value: float, decimals: int) -> str:
@@ -442,7 +467,7 @@ def _md_row(cells: list[str]) -> str:
 class BuiltTable:
     markdown: str
     csv: str
-    counts: dict[str, int]  # reproduced / pending / cited row counts
+    counts: dict[str, int]  # rows of each kind (KINDS)
 
 
 def build_table(table: PaperTable, metrics_dir: str | os.PathLike, registered_variants: set[str]) -> BuiltTable:
@@ -460,7 +485,7 @@ def build_table(table: PaperTable, metrics_dir: str | os.PathLike, registered_va
         header += [f"{prefix}{c.label} paper", f"{prefix}{c.label} ours"]
         csv_header += [f"{c.id}_paper", f"{c.id}_ours"]
     md_rows, csv_rows = [], []
-    counts = {"reproduced": 0, "pending": 0, "cited": 0}
+    counts = dict.fromkeys(KINDS, 0)
 
     def our_cell(test: dict | None, c: Column, where: str) -> tuple[str, float | None]:
         """Markdown text and CSV number for one of our cells."""
@@ -482,23 +507,23 @@ def build_table(table: PaperTable, metrics_dir: str | os.PathLike, registered_va
             heading(section.name)
         for row in section.rows:
             labels = [row.labels[f.key] for f in table.label_fields]
+            plain = labels[0]
             labels[0] += "".join(notes.mark(n) for n in row.notes)
-            for name in row.variants():
-                if name not in results.registered:
-                    labels[0] += notes.mark(f"variant `{name}` is not registered in params.yaml yet")
-            if not row.cited:  # a trained variant's server columns: name the submission file it wrote
-                submitted = {row.variant_for(c) for c in table.columns if c.server_only} - {None}
-                for name in sorted(v for v in submitted if results.test(v) is not None):
-                    labels[0] += notes.mark(f"Server columns: the COCO test server scores the submission file "
-                                            f"`{paths.submission(name).as_posix()}` written by the pipeline "
-                                            "(on synthetic data the test split stands in for test2014).")
+            labels[0] += "".join(notes.mark(n) for n in _not_trained(row, plain, results.registered, short))
             if row.cited:
                 kind = "cited"
+            elif not all(results.test(v) is not None for v in row.variants()):
+                kind = "pending"
             else:
-                kind = "reproduced" if all(results.test(v) is not None for v in row.variants()) else "pending"
-                for name in dict.fromkeys(row.variants()):  # once each, in column order
-                    if results.test(name) is not None and (text := still_improving(name, results.metrics(name))):
-                        labels[0] += notes.mark(text)
+                kind = "server_only" if all(c.server_only for c in table.columns) else "reproduced"
+            if not row.cited:  # a trained variant's server columns: the submission file it wrote (‡)
+                submitted = {row.variant_for(c) for c in table.columns if c.server_only} - {None}
+                marks = [notes.symbol("‡", SERVER_FILES, f"`{name}`")
+                         for name in sorted(v for v in submitted if results.test(v) is not None)]
+                marks += [notes.symbol("†", STILL_IMPROVING, item)  # once each, in column order
+                          for name in dict.fromkeys(row.variants()) if results.test(name) is not None
+                          and (item := still_improving(name, results.metrics(name)))]
+                labels[0] += "".join(dict.fromkeys(marks))  # one mark each, however many systems it names
             counts[kind] += 1
             cells, numbers = [], []
             for c in table.columns:
@@ -557,20 +582,33 @@ def build_table(table: PaperTable, metrics_dir: str | os.PathLike, registered_va
         f"Source: {table.source_table}. {table.caption}",
         "",
         f"Paper values as printed ({table.unit}); ours = our test-split value × {table.scale:g}. "
-        '"pending": not trained yet; "cited": another system, not retrained here.',
+        '"pending": not trained yet; "cited": another system, not retrained here'
+        + ('; "server only": only the COCO test server computes it.' if any(c.server_only for c in table.columns)
+           else "."),
     ]
     if table.note:
         lines += ["", table.note]
     if table.column_groups:
         lines += ["", "; ".join(f"{g.short} = {g.label}" for g in table.column_groups) + "."]
     lines += ["", _md_row(header), "|" + "---|" * len(header), *md_rows]
-    if notes.texts:
+    if notes.texts or notes.symbols:
         lines += ["", *notes.lines()]
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(csv_header)
     writer.writerows(csv_rows)
     return BuiltTable("\n".join(lines) + "\n", buf.getvalue(), counts)
+
+
+def _not_trained(row: Row, label: str, registered: set[str], short: dict[str, str]) -> list[str]:
+    """Footnotes for the systems of a row that the pipeline does not train yet (no entry in params.yaml), in the
+    reader's words: "ETA: not trained yet." (or per column group, when the row's other systems are trained)."""
+    missing = [name for name in dict.fromkeys(row.variants()) if name not in registered]
+    if not missing:
+        return []
+    if len(missing) == len(row.variants()) or not isinstance(row.variant, dict):
+        return [f"{label}: not trained yet."]
+    return [f"{label} ({short[group]}): not trained yet." for group, name in row.variant.items() if name in missing]
 
 
 def _decimals_of(value: float) -> int:
@@ -599,17 +637,22 @@ def summary_name(paper: str) -> str:
 
 
 def build_index(summaries: list[Path], tables_dir: Path, index_path: Path, metrics_dir: Path | None = None,
-                systems: dict[str, str] | None = None) -> None:
-    """reports/index.md: every built table with its source and row counts, from the papers' summaries; then
-    every trained system ({name: paper}) with its test scores from `metrics_dir`."""
-    index = ["# Reproduced tables", "",
-             "Each table sets the paper's numbers and ours side by side; its header names the data we ran on.", "",
-             "| Table | Source | Paper | Reproduced | Pending | Cited |", "|---|---|---|---|---|---|"]
+                systems: dict[str, str] | None = None, status: str | None = None) -> None:
+    """reports/index.md: the papers' status (`status`, from build_status), every built table with its source and
+    row counts from the papers' summaries; then every trained system ({name: paper}) with its test scores from
+    `metrics_dir`."""
+    index = ["# Reproduced tables", ""]
+    if status:
+        index += ["## Status of the papers", "", status.rstrip("\n"), "", "## Tables", ""]
+    index += ["Each table sets the paper's numbers and ours side by side; its header names the data we ran on. "
+              "Rows: reproduced (our numbers beside the paper's), server only (ours, but only the COCO test server "
+              "scores them), pending (not trained yet), cited (another system, kept as printed).", "",
+              "| Table | Source | Paper | Reproduced | Server only | Pending | Cited |", "|---|---|---|---|---|---|---|"]
     rows = sorted((entry for path in summaries for entry in read_json(path)), key=lambda e: e["id"])
     for entry in rows:
         link = Path(os.path.relpath(tables_dir / f"{entry['id']}.md", index_path.parent)).as_posix()
-        index.append(_md_row([f"[{entry['id']}]({link})", entry["table"], entry["paper"], str(entry["reproduced"]),
-                              str(entry["pending"]), str(entry["cited"])]))
+        index.append(_md_row([f"[{entry['id']}]({link})", entry["table"], entry["paper"],
+                              *(str(entry.get(kind, 0)) for kind in KINDS)]))
     if systems:
         results = _Results(metrics_dir, set(systems))
         index += ["", "## Trained systems", "", "Test split, x100, beam search; params.yaml `<paper>.systems` and "
@@ -622,3 +665,65 @@ def build_index(summaries: list[Path], tables_dir: Path, index_path: Path, metri
                                   *(_fmt(100 * test[k], 1) for k in ("BLEU-4", "METEOR", "CIDEr"))]))
         index[1:1] = ["", results.environment_line()]
     write_text(index_path, "\n".join(index) + "\n")
+
+
+# ---------------------------------------------------------------- the status of the papers
+
+# The five papers, in the order the README's status table lists them: params.yaml section -> the reader's name.
+STATUS_PAPERS = {"xlan": "X-LAN / X-Transformer", "eta": "ETA-Transformer", "aoanet": "AoANet",
+                 "hoca": "HOCA / Low-Rank HOCA", "ban": "BAN"}
+SHARED_SECTION = "baselines"  # systems whose rows several papers' tables share
+STATUS_BEGIN = "<!-- status:begin (generated from reports/: python scripts/readme_status.py) -->"
+STATUS_END = "<!-- status:end -->"
+
+
+def build_status(summaries: dict[str, Path], systems: dict[str, str], ensembles: dict[str, str],
+                 metrics_dir: Path) -> str:
+    """The status table of the papers (Markdown, with its notes): per paper of STATUS_PAPERS, the tables
+    transcribed (`summaries`: {paper: its <paper>.summary.json}, papers without tables left out), the systems
+    ({name: paper}) and ensembles trained (those with a metrics file in `metrics_dir`), and the rows of its tables
+    by kind. reports/index.md and the README show the same text (scripts/readme_status.py)."""
+    lines = ["| Paper | Tables transcribed | Systems trained | Rows reproduced | Server only | Pending | Cited "
+             "| Claims that hold |", "|---|---|---:|---:|---:|---:|---:|---:|"]
+
+    def trained(names: list[str]) -> str:
+        done = sum((metrics_dir / f"{n}.json").is_file() for n in names)
+        return str(done) if done == len(names) else f"{done} of {len(names)}"
+
+    for paper, name in STATUS_PAPERS.items():
+        own = [s for s, p in systems.items() if p == paper]
+        combined = [e for e, p in ensembles.items() if p == paper]
+        runs = trained(own) + (f" + {trained(combined)} ensembles" if combined else "")
+        if paper not in summaries:
+            lines.append(_md_row([name, "none yet", runs, "—", "—", "—", "—", "—"]))
+            continue
+        entries = read_json(summaries[paper])
+        counts = {kind: sum(e.get(kind, 0) for e in entries) for kind in KINDS}
+        lines.append(_md_row([name, f"{len(entries)}: " + ", ".join(e["table"] for e in entries), runs,
+                              *(str(counts[kind]) for kind in KINDS), "—"]))
+    shared = [s for s, p in {**systems, **ensembles}.items() if p == SHARED_SECTION]
+    lines += ["", "Rows of the papers' tables: *reproduced* ones hold our numbers beside the paper's; *server only* ones "
+              "are trained, but every column needs the COCO test server (the pipeline writes the submission file); "
+              "*pending* ones wait for a system not trained yet; *cited* ones are other papers' systems, kept as "
+              "printed."]
+    if shared:
+        lines[-1] += (f" The {len(shared)} baseline systems that several papers' tables share "
+                      f"({', '.join(f'`{s}`' for s in shared)}) are counted under no paper.")
+    lines[-1] += " Claims that hold: the papers' claims are not recorded yet."
+    lines[-1:] = textwrap.wrap(lines[-1], width=116, break_long_words=False, break_on_hyphens=False)
+    return "\n".join(lines) + "\n"
+
+
+def replace_status(text: str, status: str) -> str:
+    """`text` (the README) with the status block between STATUS_BEGIN and STATUS_END replaced by `status`."""
+    if text.count(STATUS_BEGIN) != 1 or text.count(STATUS_END) != 1 or text.index(STATUS_BEGIN) > text.index(STATUS_END):
+        raise InputError(f"expected one {STATUS_BEGIN!r} line and one {STATUS_END!r} line after it")
+    head, rest = text.split(STATUS_BEGIN, 1)
+    return head + STATUS_BEGIN + "\n" + status + STATUS_END + rest.split(STATUS_END, 1)[1]
+
+
+def status_block(text: str) -> str:
+    """The status block of `text` (the README), between its markers."""
+    if STATUS_BEGIN not in text or STATUS_END not in text:
+        raise InputError(f"no {STATUS_BEGIN!r} ... {STATUS_END!r} block")
+    return text.split(STATUS_BEGIN, 1)[1].split(STATUS_END, 1)[0].lstrip("\n")
