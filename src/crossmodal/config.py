@@ -294,6 +294,7 @@ class PaperConfig:
 
 
 PROFILES = ("synthetic", "real")
+REAL_DATA = "COCO 2014 (Karpathy split), bottom-up-attention features"  # what the real profile trains on
 PAPERS = ("baselines", "aoanet", "xlan", "eta", "hoca", "ban")  # baselines: systems several papers' tables share
 PAPER_KEY = "paper"  # a block of paper-scale overrides, applied under `profile: real` (apply_profile)
 MODEL_KEYS = ("model", "vocabulary", "inputs", "model_args")  # an scst system takes these from its `init`

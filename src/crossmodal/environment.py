@@ -3,8 +3,8 @@
 A float32 training run is a long chain of sums whose order the kernels choose: ATen's vectorised kernels (their
 width comes from the CPU capability ATen detects: AVX512, AVX2, ...), MKL's BLAS (it picks a code branch per
 CPU) and oneDNN's JIT kernels (per ISA). The same params therefore give bit-identical results on one CPU type
-with one thread count, and different last bits, which training amplifies, on another CPU (README,
-"Reproducibility"). So every stage that computes metrics records `describe()`: the CPU, the kernel paths, the
+with one thread count, and different last bits, which training amplifies, on another CPU
+(docs/reproducibility.md). So every stage that computes metrics records `describe()`: the CPU, the kernel paths, the
 threads and the library versions, in its metrics file and as MLflow tags.
 
 Portable mode (`compute.portable` in params.yaml) pins the kernel paths before torch is imported:

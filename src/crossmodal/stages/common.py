@@ -6,8 +6,6 @@ from pathlib import Path
 
 from ..io import write_json
 
-REAL_DATA = "COCO 2014 (Karpathy split), bottom-up-attention features"
-
 
 def progress(cfg) -> bool:
     """Progress bars and per-epoch lines: `runtime.progress`, unless CROSSMODAL_PROGRESS=0 (tests, CI logs)."""

@@ -4,9 +4,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import paths
-from ..config import to_dict
+from ..config import REAL_DATA, to_dict
 from ..io import atomic_path, write_json
-from .common import REAL_DATA, progress, real, skipped_under_real_profile
+from .common import progress, real, skipped_under_real_profile
 
 
 def run(cfg, root: Path, args) -> None:

@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from .. import paths
-from ..config import Config
+from ..config import REAL_DATA, Config
 from ..data.captions import decode, load_labels, load_vocabulary
 from ..data.coco import read_coco_captions
 from ..data.feature_sets import Batch, SplitInputs, feature_dims, to_device
@@ -35,7 +35,6 @@ from ..io import InputError, atomic_path, read_json, write_text
 from ..metrics.captions import cider_only, evaluate_captions, start_meteor, write_results
 from ..models.registry import build_model
 from ..reports.drawing import caption_panel, save_png
-from ..stages.common import REAL_DATA
 from .base import Task, on_scale
 
 SCALE = 100  # caption metrics in MLflow, as in the tables (the metrics files keep 0-1)
