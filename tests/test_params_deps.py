@@ -59,6 +59,13 @@ def _entry_leaves(data: dict):
                 yield (*root, name, *path), value
 
 
+def _expand(data: dict, path: tuple) -> list[tuple]:
+    tree = data
+    for key in path:
+        tree = tree[key]
+    return [(*path, *sub) for sub, _ in _leaves(tree)] if isinstance(tree, dict) else [path]
+
+
 def _view(cfg: Config) -> dict:
     """What each stage computes from: a system's resolved config and its model's keys; an ensemble's members and
     their models' keys."""
@@ -101,6 +108,7 @@ def test_every_stage_lists_exactly_the_keys_its_configuration_takes(profile):
     files = pipelines.expected_files(cfg)
     stages = {name: stage for text in files.values() for name, stage in yaml.safe_load(text)["stages"].items()}
     for name, keys in derived.items():
-        listed = {p for p in stages[name]["params"] if p not in pipelines.SHARED_PARAMS
-                  and not p.startswith("vocabularies.") and not p.endswith((".objective", ".members"))}
+        listed = {".".join(leaf) for p in stages[name]["params"] if p not in pipelines.SHARED_PARAMS
+                  and not p.startswith("vocabularies.") and not p.endswith((".objective", ".members"))
+                  for leaf in _expand(data, tuple(p.split(".")))}  # a mapping stands for each of its values
         assert listed == keys, (name, "missing:", sorted(keys - listed), "superfluous:", sorted(listed - keys))

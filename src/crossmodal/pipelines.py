@@ -121,7 +121,40 @@ def system_params(cfg: Config, name: str) -> list[str]:
     """The params a system's stage reads: the shared sections that can change results, its vocabulary, and each
     value of its resolved configuration at the key path that states it (`Config.sources`), so that a recipe's
     key that the system overrides never reruns it."""
-    return [*SHARED_PARAMS, f"vocabularies.{cfg.model_of(name).vocabulary}", *cfg.sources(name)]
+    return [*SHARED_PARAMS, f"vocabularies.{cfg.model_of(name).vocabulary}", *grouped(cfg, cfg.sources(name))]
+
+
+def _value_counts(tree, where: str, out: dict[str, int]) -> int:
+    if not isinstance(tree, dict):
+        return 1
+    out[where] = sum(_value_counts(v, f"{where}.{k}", out) for k, v in tree.items())
+    return out[where]
+
+
+def grouped(cfg: Config, paths: list[str]) -> list[str]:
+    """`paths` with the values of a mapping replaced by the mapping's own key path wherever the stage takes all of
+    them (all of `recipes.scst.train`, say), never a whole entry or `paper:` block. DVC looks every params path up
+    in the whole file, so fewer paths keep a no-op `dvc repro` fast (about 460 for the systems instead of 900).
+    A key later added to such a mapping reruns the stage too (the `code` stage's check catches the others)."""
+    entries = {f"recipes.{n}": e for n, e in cfg.recipes.items()}
+    entries.update({f"{p}.{kind}.{n}": e for p in PAPERS for kind in ("systems", "recipes")
+                    for n, e in getattr(cfg.paper(p), kind).items()})
+    counts: dict[str, int] = {}
+    for where, entry in entries.items():
+        _value_counts(entry, where, counts)
+    roots = {*entries, *(f"{where}.paper" for where in entries)}
+    out: list[str] = []
+    for path in paths:
+        parts, group = path.split("."), path
+        for i in range(len(parts) - 1, 0, -1):
+            mapping = ".".join(parts[:i])
+            if mapping in roots:
+                break
+            if counts.get(mapping) == sum(p.startswith(mapping + ".") for p in paths):
+                group = mapping
+        if group not in out:
+            out.append(group)
+    return out
 
 
 def _model_data(cfg: Config, name: str) -> list:
@@ -146,7 +179,7 @@ def paper_stages(cfg: Config, paper: str) -> dict:
         members = ensemble.members
         model = cfg.model_of(members[0])
         params = [*SHARED_PARAMS, f"{cfg.where(name)}.members",
-                  *_dedupe([p for m in members for p in cfg.model_sources(m)])]
+                  *grouped(cfg, _dedupe([p for m in members for p in cfg.model_sources(m)]))]
         deps = [*(paths.MODELS / m for m in members), *_model_data(cfg, members[0]),
                 *stage_code("ensemble", f"models.{model.model}")]
         outs, metrics = _system_outs(name)
