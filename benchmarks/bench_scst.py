@@ -1,0 +1,124 @@
+"""Why self-critical training does not raise test CIDEr-D here: probes on the committed cross-entropy models.
+
+For each SCST system (default: `updown_scst`, `aoanet_scst`), from its init's best model:
+- decoding: validation CIDEr-D greedy and with beam 2, 3 and 5, the mean caption length and the share of captions
+  cut at `max_length` (no `<eos>`), for the cross-entropy model;
+- training: N epochs of SCST as the pipeline runs it (`default`) and under variants of the recipe that the papers'
+  codes differ on, with the validation CIDEr-D (greedy and beam 3) after each epoch:
+  - `no_dropout`: every dropout off while sampling (X-LAN's SCST configuration sets dropout to 0; the
+    official AoANet code samples in train mode, as the default does);
+  - `lr_x0.25` / `lr_x4`: the learning rate a quarter / four times the recipe's.
+
+Each run is in-process on the workspace's built features and models (`dvc repro` first), 2 threads. Writes
+benchmarks/results/scst.{json,md}. Run from an activated .venv:
+`python benchmarks/bench_scst.py [--systems updown_scst aoanet_scst] [--epochs 4]`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+VARIANTS = {"default": {}, "no_dropout": {}, "lr_x0.25": {"lr": 0.25}, "lr_x4": {"lr": 4.0}}
+
+
+def decoding(task, model, beams=(1, 2, 3, 5)) -> dict:
+    """Validation CIDEr-D by beam size, with caption lengths and cut captions."""
+    from crossmodal.metrics.captions import cider_only
+    from crossmodal.tasks.captioning import decode_split
+
+    ev, out = task.cfg.evaluation, {}
+    for beam in beams:
+        predictions = decode_split(model, task.data.inputs["val"], task.words, beam, ev.max_length, ev.batch_size)
+        lengths = [len(c.split()) for c in predictions.values()]
+        out[f"beam{beam}"] = {"CIDEr": round(100 * cider_only(predictions, task.data.refs["val"]), 2),
+                              "mean_words": round(sum(lengths) / len(lengths), 2),
+                              "cut_at_max": round(sum(n >= task.max_length for n in lengths) / len(lengths), 3)}
+    ref_lengths = [len(r.split()) for refs in task.data.refs["val"].values() for r in refs]
+    out["references_mean_words"] = round(sum(ref_lengths) / len(ref_lengths), 2)
+    return out
+
+
+def train(system: str, variant: str, epochs: int) -> dict:
+    import torch
+
+    from crossmodal.config import load
+    from crossmodal.training.trainer import Trainer
+
+    torch.set_num_threads(2)
+    trainer = Trainer(load(ROOT / "params.yaml"), system, ROOT, progress=False)
+    scale = VARIANTS[variant].get("lr")
+    if scale:
+        for group in trainer.optimizer.param_groups:
+            group["lr"] *= scale
+    if variant == "no_dropout":
+        for module in trainer.model.modules():
+            if isinstance(module, torch.nn.Dropout):
+                module.p = 0.0
+    curve, start = [], time.perf_counter()
+    for epoch in range(epochs):
+        logged = trainer.train_epoch(epoch)
+        trainer.model.eval()
+        d = decoding(trainer.task, trainer.model, beams=(1, 3))
+        curve.append({"epoch": epoch + 1, "greedy": d["beam1"]["CIDEr"], "beam3": d["beam3"]["CIDEr"],
+                      "greedy_words": d["beam1"]["mean_words"],
+                      **{k: round(100 * v, 2) for k, v in logged.items() if "CIDEr" in k}})
+        print(system, variant, json.dumps(curve[-1]), flush=True)
+    return {"curve": curve, "seconds": round(time.perf_counter() - start, 1)}
+
+
+def write(report: dict) -> None:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "scst.json").write_text(json.dumps(report, indent=1) + "\n")
+    lines = ["# Self-critical training probes (default profile, synthetic data)", "",
+             f"Machine: {report['machine']}; {report['date']}. Validation split, CIDEr-D x100.", ""]
+    for system, r in report["systems"].items():
+        lines += [f"## {system} (from `{r['init']}`)", "", "Cross-entropy model, by beam size:", "",
+                  "| beam | CIDEr-D | mean words | cut at max length |", "|---:|---:|---:|---:|"]
+        lines += [f"| {k[4:]} | {v['CIDEr']} | {v['mean_words']} | {v['cut_at_max']} |"
+                  for k, v in r["decoding"].items() if k.startswith("beam")]
+        lines += ["", f"References: {r['decoding']['references_mean_words']} words on average.", "",
+                  "SCST, after each epoch: greedy / beam 3 (training samples' and greedy captions' CIDEr-D):", ""]
+        for variant, v in r["variants"].items():
+            cells = ", ".join(f"{c['greedy']:.1f} / {c['beam3']:.1f} ({c.get('train_CIDEr_sample', 0):.0f}, "
+                              f"{c.get('train_CIDEr_greedy', 0):.0f})" for c in v["curve"])
+            lines.append(f"- `{variant}` ({v['seconds']} s): {cells}")
+        lines.append("")
+    (RESULTS / "scst.md").write_text("\n".join(lines))
+
+
+def main() -> None:
+    import torch
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--systems", nargs="+", default=["updown_scst", "aoanet_scst"])
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    parser.add_argument("--epochs", type=int, default=4)
+    args = parser.parse_args()
+    from bench_budget import machine
+    from crossmodal.config import load
+    from crossmodal.training.trainer import Trainer
+
+    torch.set_num_threads(2)
+    cfg = load(ROOT / "params.yaml")
+    report = {"machine": machine(), "date": time.strftime("%Y-%m-%d"), "epochs": args.epochs, "systems": {}}
+    for system in args.systems:
+        start = Trainer(cfg, system, ROOT, progress=False)  # the init's best model, as SCST starts from it
+        start.model.eval()
+        r = report["systems"][system] = {"init": cfg.systems()[system].init,
+                                         "decoding": decoding(start.task, start.model), "variants": {}}
+        print(system, json.dumps(r["decoding"]), flush=True)
+        for variant in args.variants:
+            r["variants"][variant] = train(system, variant, args.epochs)
+        write(report)
+    print((RESULTS / "scst.md").read_text())
+
+
+if __name__ == "__main__":
+    main()
