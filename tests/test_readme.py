@@ -145,7 +145,7 @@ def stage_name_errors(text: str) -> list[str]:
     contextual = {a or b for a, b in STAGE_CONTEXT.findall(prose)} | set(_stage_table_names(prose))
 
     def check(name: str, why: str) -> None:
-        if "<" in name:  # a placeholder: its fixed part must begin a stage name
+        if "<" in name:  # a pattern such as `download-<dataset>`: its fixed part must begin a stage name
             prefix = name.split("<")[0]
             if prefix and not any(s.startswith(prefix) for s in ALL_STAGES):
                 errors.append(f"`{name}` ({why}): no stage begins with {prefix!r}")
