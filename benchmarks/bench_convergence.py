@@ -25,6 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import yaml
+
 from bench_budget import RESULTS, ROOT, derived_params, machine
 
 SHOWN = ("BLEU-4", "METEOR", "CIDEr")
@@ -55,8 +57,8 @@ def summary(metrics: dict) -> dict:
             "test": {k: round(100 * metrics["test"][k], 1) for k in SHOWN}}
 
 
-def run_longer(system: str, epochs: int, tmp: Path) -> dict:
-    name, params = derived_params(ROOT / "params.yaml", system, {"train": {"max_epochs": epochs}},
+def run_longer(system: str, epochs: int, tmp: Path, train: dict | None = None) -> dict:
+    name, params = derived_params(ROOT / "params.yaml", system, {"train": {"max_epochs": epochs, **(train or {})}},
                                   tmp / f"{system}.yaml")
     cmd = [sys.executable, __file__, "--worker", name, "--params", str(params)]
     env = {**os.environ, "CROSSMODAL_PROGRESS": "0"}
@@ -71,12 +73,14 @@ def committed(system: str) -> dict:
     return summary(metrics)
 
 
-def write(report: dict) -> None:
+def write(report: dict, stem: str = "convergence") -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "convergence.json").write_text(json.dumps(report, indent=1) + "\n")
+    (RESULTS / f"{stem}.json").write_text(json.dumps(report, indent=1) + "\n")
+    changed = ", ".join(f"`{k}: {v}`" for k, v in report.get("train", {}).items())
     lines = ["# Do the default schedules converge? (default profile, synthetic data)", "",
-             f"Machine: {report['machine']}. Each system trained for {report['epochs']} epochs instead of its "
-             "default, everything else as the pipeline runs it (2 threads); best epoch = highest validation "
+             f"Machine: {report['machine']}. Each system trained for up to {report['epochs']} epochs instead of its "
+             f"default{' with ' + changed if changed else ''}, everything else as the pipeline runs it (2 threads); "
+             "best epoch = highest validation "
              "CIDEr-D; test metrics x100 at the best epoch. `default`: the committed run (reports/metrics).", "",
              "| system | default: best / epochs | default test CIDEr-D | longer: best / epochs | longer test "
              "CIDEr-D | longer test BLEU-4 | longer test METEOR | minutes |", "|---|---|---:|---|---:|---:|---:|---:|"]
@@ -88,26 +92,30 @@ def write(report: dict) -> None:
     lines += ["", "Validation CIDEr-D (x100) by epoch, longer run (the default run's epochs are its first ones):", ""]
     lines += [f"- {system}: " + " ".join(str(v) for v in r["longer"]["val_CIDEr"])
               for system, r in report["systems"].items()]
-    (RESULTS / "convergence.md").write_text("\n".join(lines) + "\n")
+    (RESULTS / f"{stem}.md").write_text("\n".join(lines) + "\n")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--systems", nargs="+", default=["xlan", "xlan_dec", "transformer", "xtransformer"])
     parser.add_argument("--epochs", type=int, default=30)
+    parser.add_argument("--train", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="train params changed in every run, e.g. patience=3 batch_size=25 (YAML values)")
+    parser.add_argument("--name", default="convergence", help="results file stem under benchmarks/results/")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--params", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         return worker(args.worker, args.params)
-    report = {"machine": machine(), "epochs": args.epochs, "systems": {}}
+    train = {k: yaml.safe_load(v) for k, v in (item.split("=", 1) for item in args.train)}
+    report = {"machine": machine(), "epochs": args.epochs, "train": train, "systems": {}}
     with tempfile.TemporaryDirectory() as tmp:
         for system in args.systems:
             report["systems"][system] = {"default": committed(system),
-                                         "longer": run_longer(system, args.epochs, Path(tmp))}
+                                         "longer": run_longer(system, args.epochs, Path(tmp), train)}
             print(system, json.dumps(report["systems"][system]), flush=True)
-    write(report)
-    print((RESULTS / "convergence.md").read_text())
+            write(report, args.name)
+    print((RESULTS / f"{args.name}.md").read_text())
 
 
 if __name__ == "__main__":

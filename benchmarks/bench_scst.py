@@ -7,7 +7,9 @@ For each SCST system (default: `updown_scst`, `aoanet_scst`), from its init's be
   codes differ on, with the validation CIDEr-D (greedy and beam 3) after each epoch:
   - `no_dropout`: every dropout off while sampling (X-LAN's SCST configuration sets dropout to 0; the
     official AoANet code samples in train mode, as the default does);
-  - `lr_x0.25` / `lr_x4`: the learning rate a quarter / four times the recipe's.
+  - `lr_x0.25` / `lr_x4`: the learning rate a quarter / four times the recipe's;
+  - `mean`, `mean_lr_x0.25`, `mean_lr_x4`: the baseline is the mean reward of the image's other samples
+    (`train.scst_baseline: mean`) instead of the greedy caption's, at the recipe's learning rate or scaled.
 
 Each run is in-process on the workspace's built features and models (`dvc repro` first), 2 threads. Writes
 benchmarks/results/scst.{json,md}. Run from an activated .venv:
@@ -16,6 +18,7 @@ benchmarks/results/scst.{json,md}. Run from an activated .venv:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -25,7 +28,9 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
-VARIANTS = {"default": {}, "no_dropout": {}, "lr_x0.25": {"lr": 0.25}, "lr_x4": {"lr": 4.0}}
+VARIANTS = {"default": {}, "no_dropout": {}, "lr_x0.25": {"lr": 0.25}, "lr_x4": {"lr": 4.0},
+            "mean": {"baseline": "mean"}, "mean_lr_x0.25": {"baseline": "mean", "lr": 0.25},
+            "mean_lr_x4": {"baseline": "mean", "lr": 4.0}}
 
 
 def decoding(task, model, beams=(1, 2, 3, 5)) -> dict:
@@ -53,6 +58,9 @@ def train(system: str, variant: str, epochs: int) -> dict:
 
     torch.set_num_threads(2)
     trainer = Trainer(load(ROOT / "params.yaml"), system, ROOT, progress=False)
+    if "baseline" in VARIANTS[variant]:
+        objective = trainer.task.objective
+        objective.train = dataclasses.replace(objective.train, scst_baseline=VARIANTS[variant]["baseline"])
     scale = VARIANTS[variant].get("lr")
     if scale:
         for group in trainer.optimizer.param_groups:

@@ -1,5 +1,6 @@
-"""Self-critical training: the token mask and loss against a direct computation, config checks, and a model
-that learns a tiny task from CIDEr-D rewards alone."""
+"""Self-critical training: the token mask, the rewards' baselines and the loss against a direct computation, config
+checks, one update that favours the better caption, and a model that learns a tiny task from CIDEr-D rewards alone."""
+import numpy as np
 import pytest
 import torch
 
@@ -9,7 +10,7 @@ from crossmodal.decoding.search import greedy_decode
 from crossmodal.io import InputError
 from crossmodal.metrics.cider import CiderD
 from crossmodal.models.updown import UpDown
-from crossmodal.training.scst import self_critical_batch, self_critical_loss, token_mask
+from crossmodal.training.scst import advantages, self_critical_batch, self_critical_loss, token_mask
 
 WORDS = ["<pad>", "<bos>", "<eos>", "<unk>", "a", "b", "c", "d"]
 
@@ -29,6 +30,60 @@ def test_self_critical_loss_matches_direct_computation():
     torch.testing.assert_close(self_critical_loss(token_logprobs, seqs, rewards), direct)
 
 
+def test_advantages_match_a_direct_loop_for_both_baselines():
+    rng = np.random.default_rng(0)
+    samples, greedy, n = rng.random(12), rng.random(3), 4  # 3 images, 4 contiguous samples each
+    for baseline in ("greedy", "mean"):
+        direct = []
+        for k, score in enumerate(samples):
+            image, own = divmod(k, n)
+            others = [samples[image * n + j] for j in range(n) if j != own]
+            direct.append(score - (greedy[image] if baseline == "greedy" else sum(others) / len(others)))
+        np.testing.assert_allclose(advantages(samples, greedy, baseline), direct)
+    assert abs(advantages(samples, greedy, "mean").reshape(3, n).sum(1)).max() < 1e-12  # centred per image
+
+
+def test_rewards_are_cider_d_of_hand_made_captions_against_the_image_references():
+    references = [["a b c", "a b d"], ["c d", "d c"]]
+    cider = CiderD(corpus=references)
+    candidates = ["a b c", "d d", "c d", "a"]  # image 0: two samples; image 1: two samples
+    direct = np.array([cider.score([c], [references[k // 2]])[0] for k, c in enumerate(candidates)])
+    batch = cider.score(candidates, [r for r in references for _ in range(2)])
+    np.testing.assert_allclose(batch, direct)
+    assert direct[0] > direct[1] and direct[2] > direct[3]
+    np.testing.assert_allclose(advantages(direct, np.zeros(2), "mean"),
+                               [direct[0] - direct[1], direct[1] - direct[0], direct[2] - direct[3], direct[3] - direct[2]])
+
+
+@pytest.mark.parametrize("baseline", ["greedy", "mean"])
+def test_one_update_raises_the_probability_of_the_higher_reward_sample(baseline):
+    torch.manual_seed(0)
+    args = UpDown.Args(embed_dim=16, hidden_dim=16, att_hidden_dim=8, dropout=0.0, feature_dropout=0.0)
+    model = UpDown(args, len(WORDS), {"regions": 4})
+    inputs = {"regions": Padded(torch.randn(1, 2, 4), torch.ones(1, 2, dtype=torch.bool))}
+    references = [["a b", "a b b"]]
+    cider = CiderD(corpus=references + [["c c", "d d"], ["b d", "c"]])  # document frequencies need other images
+    seqs = torch.tensor([[4, 5, 0], [6, 7, 0]])  # "a b" (matches the references) and "c d" (does not)
+    scores = cider.score(["a b", "c d"], references * 2)
+    greedy = cider.score(["a"], references)  # a greedy caption between the two
+    assert scores[0] > greedy[0] > scores[1]
+
+    def token_logprobs() -> torch.Tensor:
+        logprobs = model(inputs, seqs[:, :2], seq_per_img=2)  # [2, 3, V]: a word, a word, <eos>
+        return logprobs.gather(2, torch.cat([seqs[:, :2], torch.full((2, 1), 2)], 1).unsqueeze(2)).squeeze(2)
+
+    before = token_logprobs().sum(1).detach()
+    rewards = torch.from_numpy(advantages(scores, greedy, baseline)).float()
+    loss = self_critical_loss(token_logprobs(), seqs, rewards)
+    torch.optim.SGD(model.parameters(), lr=0.1).zero_grad()
+    loss.backward()
+    with torch.no_grad():
+        for p in model.parameters():
+            p -= 0.1 * p.grad
+    after = token_logprobs().sum(1).detach()
+    assert after[0] > before[0] and after[1] < before[1], (before, after)
+
+
 def _config(**systems) -> Config:
     base = {"model": "updown", "vocabulary": "min5"}
     return build(Config, {"vocabularies": {"min5": {}}, "aoanet": {"systems": {"base": base, **systems}}})
@@ -43,6 +98,10 @@ def test_scst_config_must_continue_a_declared_cross_entropy_system():
         _config(x={"objective": "scst"})
     with pytest.raises(InputError, match="samples_per_image"):
         _config(x={"objective": "scst", "init": "base", "train": {"samples_per_image": 0}})
+    with pytest.raises(InputError, match="scst_baseline: mean needs samples_per_image of at least 2"):
+        _config(x={"objective": "scst", "init": "base", "train": {"scst_baseline": "mean", "samples_per_image": 1}})
+    with pytest.raises(InputError, match="scst_baseline must be greedy or mean"):
+        _config(x={"objective": "scst", "init": "base", "train": {"scst_baseline": "average"}})
 
 
 def test_model_learns_a_tiny_task_from_cider_rewards_alone():

@@ -576,6 +576,9 @@ def _summary(path: Path, *entries: tuple) -> Path:
 def test_status_table_counts_tables_systems_and_rows_per_paper(tmp_path, metrics_dir):
     for name in ("xlan", "xlan_scst", "showtell", "xlan_ensemble"):
         _write_metrics(metrics_dir, name)
+    for name, stopped in (("xlan", "patience"), ("xlan_scst", "max_epochs"), ("showtell", "patience")):
+        path = metrics_dir / f"{name}.json"
+        path.write_text(json.dumps({**json.loads(path.read_text()), "stopped_by": stopped}))
     summaries = {"xlan": _summary(tmp_path / "xlan.json", ("x1", "Table 1", 2, 0, 1, 5), ("x2", "Table 2", 0, 3, 0, 2)),
                  "eta": _summary(tmp_path / "eta.json", ("e1", "Table 1", 1, 0, 4, 3))}
     systems = {"showtell": "baselines", "xlan": "xlan", "xlan_scst": "xlan", "xlan_dec": "xlan"}
@@ -583,12 +586,14 @@ def test_status_table_counts_tables_systems_and_rows_per_paper(tmp_path, metrics
     rows = {line.split("|")[1].strip(): [c.strip() for c in line.strip("|").split("|")[1:]]
             for line in status.splitlines() if line.startswith("| ") and "---" not in line}
     assert list(rows) == ["Paper", "X-LAN / X-Transformer", "ETA-Transformer", "AoANet", "HOCA / Low-Rank HOCA", "BAN"]
-    assert rows["Paper"] == ["Tables transcribed", "Systems trained", "Rows reproduced", "Server only", "Pending",
+    assert rows["Paper"] == ["Tables", "Systems", "Stopped by patience", "Reproduced", "Server only", "Pending",
                              "Cited", "Claims that hold"]
-    assert rows["X-LAN / X-Transformer"] == ["2: Table 1, Table 2", "2 of 3 + 1 ensembles", "2", "3", "1", "7", "—"]
-    assert rows["ETA-Transformer"] == ["1: Table 1", "0", "1", "0", "4", "3", "—"]
-    assert rows["BAN"] == ["none yet", "0", "—", "—", "—", "—", "—"]
-    assert "`showtell`" in status and max(len(line) for line in status.splitlines()) <= 120
+    assert rows["X-LAN / X-Transformer"] == ["2: Table 1, Table 2", "2 of 3 + 1 ensembles", "1 of 2", "2", "3", "1", "7",
+                                             "—"]
+    assert rows["ETA-Transformer"] == ["1: Table 1", "0", "—", "1", "0", "4", "3", "—"]
+    assert rows["BAN"] == ["none yet", "0", "—", "—", "—", "—", "—", "—"]
+    assert "`showtell`" in status and "of their runs, 1 of 1 stopped by patience" in " ".join(status.split())
+    assert max(len(line) for line in status.splitlines()) <= 120
 
 
 def test_the_status_block_of_a_readme_is_replaced_between_its_markers():

@@ -218,13 +218,19 @@ class TrainConfig:
     grad_clip_mode: str = "value"  # value | norm
     label_smoothing: float = 0.0
     scheduled_sampling: ScheduledSamplingConfig = field(default_factory=ScheduledSamplingConfig)
-    samples_per_image: int = 5  # SCST: multinomial samples per image, rewarded against the greedy caption
+    samples_per_image: int = 5  # SCST: multinomial samples per image
+    scst_baseline: str = "greedy"  # SCST: what a sample's reward is measured against: greedy (the greedy caption's
+    # CIDEr-D, Rennie et al.) | mean (the mean CIDEr-D of the image's other samples, Luo 2020)
 
     def __post_init__(self) -> None:
         if self.schedule not in ("step", "noam", "plateau", "constant"):
             raise ValueError(f"schedule must be step, noam, plateau or constant, not {self.schedule!r}")
         if self.optimizer not in ("adam", "adamw", "sgd"):
             raise ValueError(f"optimizer must be adam, adamw or sgd, not {self.optimizer!r}")
+        if self.scst_baseline not in ("greedy", "mean"):
+            raise ValueError(f"scst_baseline must be greedy or mean, not {self.scst_baseline!r}")
+        if self.scst_baseline == "mean" and self.samples_per_image < 2:
+            raise ValueError("scst_baseline: mean needs samples_per_image of at least 2")
         if self.grad_clip_mode not in ("value", "norm"):
             raise ValueError(f"grad_clip_mode must be value or norm, not {self.grad_clip_mode!r}")
         if self.max_epochs < 1 or self.batch_size < 1 or self.samples_per_image < 1:

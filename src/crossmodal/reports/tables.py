@@ -656,12 +656,15 @@ def build_index(summaries: list[Path], tables_dir: Path, index_path: Path, metri
     if systems:
         results = _Results(metrics_dir, set(systems))
         index += ["", "## Trained systems", "", "Test split, x100, beam search; params.yaml `<paper>.systems` and "
-                  "`<paper>.ensembles`.", "", "| System | Paper | Objective | Best epoch | B@4 | METEOR | CIDEr-D |",
-                  "|---|---|---|---:|---:|---:|---:|"]
+                  "`<paper>.ensembles`. Epochs: the best validation epoch / the epochs run, and what stopped the run "
+                  "(patience or the `max_epochs` cap).", "",
+                  "| System | Paper | Objective | Epochs | B@4 | METEOR | CIDEr-D |", "|---|---|---|---|---:|---:|---:|"]
         for name, paper in systems.items():
             data = results.metrics(name)
             test = data["test"]
-            index.append(_md_row([f"`{name}`", paper, data.get("objective", ""), str(data.get("best_epoch", "")),
+            epochs = (f"{data['best_epoch']} / {len(data['history'])}, {data.get('stopped_by', 'max_epochs')}"
+                      if data.get("history") else "")
+            index.append(_md_row([f"`{name}`", paper, data.get("objective", ""), epochs,
                                   *(_fmt(100 * test[k], 1) for k in ("BLEU-4", "METEOR", "CIDEr"))]))
         index[1:1] = ["", results.environment_line()]
     write_text(index_path, "\n".join(index) + "\n")
@@ -683,8 +686,8 @@ def build_status(summaries: dict[str, Path], systems: dict[str, str], ensembles:
     transcribed (`summaries`: {paper: its <paper>.summary.json}, papers without tables left out), the systems
     ({name: paper}) and ensembles trained (those with a metrics file in `metrics_dir`), and the rows of its tables
     by kind. reports/index.md and the README show the same text (scripts/readme_status.py)."""
-    lines = ["| Paper | Tables transcribed | Systems trained | Rows reproduced | Server only | Pending | Cited "
-             "| Claims that hold |", "|---|---|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| Paper | Tables | Systems | Stopped by patience | Reproduced | Server only | Pending | Cited "
+             "| Claims that hold |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
 
     def trained(names: list[str]) -> str:
         done = sum((metrics_dir / f"{n}.json").is_file() for n in names)
@@ -693,13 +696,13 @@ def build_status(summaries: dict[str, Path], systems: dict[str, str], ensembles:
     for paper, name in STATUS_PAPERS.items():
         own = [s for s, p in systems.items() if p == paper]
         combined = [e for e, p in ensembles.items() if p == paper]
-        runs = trained(own) + (f" + {trained(combined)} ensembles" if combined else "")
+        runs = [trained(own) + (f" + {trained(combined)} ensembles" if combined else ""), stopped_by_patience(own, metrics_dir)]
         if paper not in summaries:
-            lines.append(_md_row([name, "none yet", runs, "—", "—", "—", "—", "—"]))
+            lines.append(_md_row([name, "none yet", *runs, "—", "—", "—", "—", "—"]))
             continue
         entries = read_json(summaries[paper])
         counts = {kind: sum(e.get(kind, 0) for e in entries) for kind in KINDS}
-        lines.append(_md_row([name, f"{len(entries)}: " + ", ".join(e["table"] for e in entries), runs,
+        lines.append(_md_row([name, f"{len(entries)}: " + ", ".join(e["table"] for e in entries), *runs,
                               *(str(counts[kind]) for kind in KINDS), "—"]))
     shared = [s for s, p in {**systems, **ensembles}.items() if p == SHARED_SECTION]
     lines += ["", "Rows of the papers' tables: *reproduced* ones hold our numbers beside the paper's; *server only* ones "
@@ -708,10 +711,19 @@ def build_status(summaries: dict[str, Path], systems: dict[str, str], ensembles:
               "printed."]
     if shared:
         lines[-1] += (f" The {len(shared)} baseline systems that several papers' tables share "
-                      f"({', '.join(f'`{s}`' for s in shared)}) are counted under no paper.")
+                      f"({', '.join(f'`{s}`' for s in shared)}) are counted under no paper; of their runs, "
+                      f"{stopped_by_patience([s for s in shared if s in systems], metrics_dir)} stopped by patience.")
+    lines[-1] += (" Stopped by patience: runs whose validation metric had not improved for `train.patience` epochs "
+                  "when they stopped, of the runs trained (the others reached `train.max_epochs`).")
     lines[-1] += " Claims that hold: the papers' claims are not recorded yet."
     lines[-1:] = textwrap.wrap(lines[-1], width=116, break_long_words=False, break_on_hyphens=False)
     return "\n".join(lines) + "\n"
+
+
+def stopped_by_patience(names: list[str], metrics_dir: Path) -> str:
+    """"k of n": of the runs among `names` with a metrics file, how many early stopping ended; "—" for none."""
+    runs = [read_json(metrics_dir / f"{n}.json") for n in names if (metrics_dir / f"{n}.json").is_file()]
+    return f"{sum(r.get('stopped_by') == 'patience' for r in runs)} of {len(runs)}" if runs else "—"
 
 
 def replace_status(text: str, status: str) -> str:

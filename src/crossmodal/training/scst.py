@@ -1,8 +1,13 @@
-"""Self-critical sequence training (Rennie et al., CVPR 2017): REINFORCE with the greedy caption as baseline.
+"""Self-critical sequence training (Rennie et al., CVPR 2017): REINFORCE with a baseline from the model itself.
 
 Per image, `samples_per_image` captions are drawn by multinomial sampling (train mode, with gradients) and
-one greedy caption is decoded (eval mode, no gradients). The reward of a sample is its CIDEr-D minus the
-greedy caption's, both against the image's training references, with document frequencies computed once
+one greedy caption is decoded (eval mode, no gradients). The advantage of a sample is its CIDEr-D minus a
+baseline (`train.scst_baseline`):
+- `greedy`: the greedy caption's CIDEr-D (Rennie et al., the official AoANet and X-LAN codes);
+- `mean`: the mean CIDEr-D of the image's other samples (Luo, "A better variant of self-critical sequence
+  training", 2020), which centres each image's advantages: here samples score far below the greedy caption,
+  so against the greedy baseline almost every advantage is negative (benchmarks/results/scst.md).
+Rewards are computed against the image's training references, with document frequencies computed once
 from all training references (`metrics.cider.CiderD(corpus=...)`), as the official AoANet and X-LAN codes
 cache them. The loss is -reward x log p(token), averaged over the sampled tokens including each <eos>
 (the official codes' RewardCriterion). Captions and references are compared as the model sees them: word
@@ -49,10 +54,20 @@ def self_critical_loss(token_logprobs: torch.Tensor, seqs: torch.Tensor, rewards
     return -(token_logprobs * rewards.unsqueeze(1) * mask).sum() / (mask.sum() if share is None else share(mask.sum()))
 
 
+def advantages(sample_scores: np.ndarray, greedy_scores: np.ndarray, baseline: str) -> np.ndarray:
+    """[B*n] each sample's reward minus its baseline; an image's n samples are contiguous (module docstring)."""
+    n = len(sample_scores) // len(greedy_scores)
+    if baseline == "greedy":
+        return sample_scores - np.repeat(greedy_scores, n)
+    per_image = sample_scores.reshape(-1, n)
+    others = (per_image.sum(1, keepdims=True) - per_image) / (n - 1)
+    return (per_image - others).reshape(-1)
+
+
 def self_critical_batch(model: Captioner, inputs: Inputs, references: list[list[str]],
                         cider: CiderD, words: list[str], samples_per_image: int, max_length: int,
                         generator: torch.Generator | None = None, net: Callable | None = None,
-                        share: Callable[[torch.Tensor], torch.Tensor] | None = None,
+                        share: Callable[[torch.Tensor], torch.Tensor] | None = None, baseline: str = "greedy",
                         ) -> tuple[torch.Tensor, np.ndarray, np.ndarray]:
     """Loss of one batch, and the CIDEr-D of its samples [B*n] and greedy captions [B] (one scorer call).
 
@@ -73,8 +88,7 @@ def self_critical_batch(model: Captioner, inputs: Inputs, references: list[list[
     repeated = [r for r in references for _ in range(samples_per_image)]
     scores = cider.score(candidates, repeated + list(references))
     sample_scores, greedy_scores = scores[: len(samples)], scores[len(samples):]
-    advantage = torch.from_numpy(sample_scores - np.repeat(greedy_scores, samples_per_image))
-    advantage = advantage.to(token_logprobs.device, token_logprobs.dtype)
+    advantage = torch.from_numpy(advantages(sample_scores, greedy_scores, baseline)).to(token_logprobs.device, token_logprobs.dtype)
     return self_critical_loss(token_logprobs, samples, advantage, share), sample_scores, greedy_scores
 
 
@@ -94,7 +108,8 @@ class Objective:
     def loss(self, net, model, rows, inputs, share):
         loss, sample_scores, greedy_scores = self_critical_batch(
             model, inputs, [self.references[i] for i in rows], self.cider, self.task.words,
-            self.train.samples_per_image, self.task.max_length, self.generator, net, share)
+            self.train.samples_per_image, self.task.max_length, self.generator, net, share,
+            self.train.scst_baseline)
         return loss, {"train_loss": (loss.item(), 1.0),  # (sum, count) per rank
                       "train_CIDEr_sample": (float(np.sum(sample_scores)), float(len(sample_scores))),
                       "train_CIDEr_greedy": (float(np.sum(greedy_scores)), float(len(greedy_scores)))}

@@ -288,7 +288,7 @@ class Trainer:
                                  **{f"seconds_{k}": v for k, v in seconds.items()}})
             tracker.set_tag("stopped_by", stopped)
         return {**result, "best_epoch": self.best["epoch"], f"best_{metric}": self.best["value"],
-                "history": self.history}
+                "stopped_by": stopped, "history": self.history}
 
     def patience_spent(self, epochs_done: int) -> bool:
         """Whether early stopping ends the run after `epochs_done` epochs: `patience` of them since the best."""
