@@ -96,16 +96,18 @@ def _with_profile(tmp_path, profile):
 
 def test_one_switch_turns_every_paper_block_on(tmp_path):
     synthetic, real = _with_profile(tmp_path, "synthetic").systems(), _with_profile(tmp_path, "real")
-    assert synthetic["xlan"].model_args["hidden_dim"] == 128 and synthetic["xlan"].train.max_epochs == 10
+    assert synthetic["xlan"].model_args["hidden_dim"] == 128 and synthetic["xlan"].train.max_epochs == 60
+    assert synthetic["xlan"].train.patience == 3 and synthetic["updown_scst"].train.patience == 2
     xlan = real.systems()["xlan"]
     assert xlan.model_args["hidden_dim"] == 1024 and xlan.model_args["encoder_blocks"] == 4  # merged, not replaced
     assert xlan.model_args["activation"] == "celu"  # the rung's own knob holds at paper scale too
     assert (xlan.train.schedule, xlan.train.warmup_steps, xlan.train.batch_size, xlan.train.max_epochs) == ("noam", 10000, 40, 70)
     assert xlan.train.seed == 0 and xlan.vocabulary == "min6"  # values without a paper override are kept
+    assert xlan.train.patience == 0 and real.systems()["updown_scst"].train.patience == 0  # the papers' fixed epochs
     assert real.systems()["xlan_scst"].train.lr == 1e-5 and real.systems()["xlan_scst_seed1"].train.lr == 1e-5
     assert real.systems()["xlan_scst_seed1"].train.seed == 1
     assert real.systems()["aoanet"].train.lr == 2e-4 and real.systems()["aoanet"].vocabulary == "min5"
-    assert real.systems()["showtell"].train.max_epochs == 30 and synthetic["showtell"].train.max_epochs == 20
+    assert real.systems()["showtell"].train.max_epochs == 30 and synthetic["showtell"].train.max_epochs == 60
     assert real.systems()["xtransformer"].train.noam_model_size == 768
     assert real.runtime.lazy_features and not _with_profile(tmp_path, "synthetic").runtime.lazy_features
     assert set(real.systems()) == set(synthetic)

@@ -36,8 +36,8 @@ TINY = {
     "vocabularies": {"min5": {"min_word_count": 2}, "min6": {"min_word_count": 2}},
 }
 TINY_UPDOWN_ARGS = {"embed_dim": 32, "hidden_dim": 32, "att_hidden_dim": 32}
-TINY_UPDOWN_TRAIN = {"max_epochs": 6, "batch_size": 10, "lr": 0.01, "step_size": 100}
-TINY_SCST_TRAIN = {"max_epochs": 2, "batch_size": 10, "lr": 0.001}
+TINY_UPDOWN_TRAIN = {"max_epochs": 6, "patience": 0, "batch_size": 10, "lr": 0.01, "step_size": 100}  # fixed epochs
+TINY_SCST_TRAIN = {"max_epochs": 2, "patience": 0, "batch_size": 10, "lr": 0.001}
 SEEDS = [f"updown_seed{k}" for k in (1, 2, 3)]
 UPDOWN_FAMILY = ["updown", *SEEDS, "updown_scst", "updown_ensemble"]  # the systems whose network is Up-Down's
 

@@ -39,8 +39,9 @@ def test_advantages_match_a_direct_loop_for_both_baselines():
             image, own = divmod(k, n)
             others = [samples[image * n + j] for j in range(n) if j != own]
             direct.append(score - (greedy[image] if baseline == "greedy" else sum(others) / len(others)))
-        np.testing.assert_allclose(advantages(samples, greedy, baseline), direct)
-    assert abs(advantages(samples, greedy, "mean").reshape(3, n).sum(1)).max() < 1e-12  # centred per image
+        np.testing.assert_allclose(advantages(samples, greedy, n, baseline), direct)
+        assert advantages(np.zeros(0), np.zeros(0), n, baseline).shape == (0,)  # a process's empty share of a batch
+    assert abs(advantages(samples, greedy, n, "mean").reshape(3, n).sum(1)).max() < 1e-12  # centred per image
 
 
 def test_rewards_are_cider_d_of_hand_made_captions_against_the_image_references():
@@ -51,7 +52,7 @@ def test_rewards_are_cider_d_of_hand_made_captions_against_the_image_references(
     batch = cider.score(candidates, [r for r in references for _ in range(2)])
     np.testing.assert_allclose(batch, direct)
     assert direct[0] > direct[1] and direct[2] > direct[3]
-    np.testing.assert_allclose(advantages(direct, np.zeros(2), "mean"),
+    np.testing.assert_allclose(advantages(direct, np.zeros(2), 2, "mean"),
                                [direct[0] - direct[1], direct[1] - direct[0], direct[2] - direct[3], direct[3] - direct[2]])
 
 
@@ -73,7 +74,7 @@ def test_one_update_raises_the_probability_of_the_higher_reward_sample(baseline)
         return logprobs.gather(2, torch.cat([seqs[:, :2], torch.full((2, 1), 2)], 1).unsqueeze(2)).squeeze(2)
 
     before = token_logprobs().sum(1).detach()
-    rewards = torch.from_numpy(advantages(scores, greedy, baseline)).float()
+    rewards = torch.from_numpy(advantages(scores, greedy, 2, baseline)).float()
     loss = self_critical_loss(token_logprobs(), seqs, rewards)
     torch.optim.SGD(model.parameters(), lr=0.1).zero_grad()
     loss.backward()

@@ -54,3 +54,46 @@ def test_scheduled_sampling_ramps_to_its_cap():
     assert [scheduled_sampling_prob(cfg, e) for e in (0, 5, 6, 8, 9, 12, 30)] == pytest.approx(
         [0, 0, 0, 0, 0.05, 0.10, 0.12])
     assert scheduled_sampling_prob(TrainConfig(), 50) == 0.0
+
+
+def _stop_by_loop(curve: list[float], patience: int, min_delta: float) -> int:
+    """Epochs a run with this validation curve trains, by a direct reading of the rule: after each epoch, stop when
+    none of the last `patience` epochs beat every earlier epoch's best mark by more than min_delta."""
+    mark_value, mark_epoch = -math.inf, 0
+    for epoch, value in enumerate(curve, 1):
+        if value > mark_value + min_delta:
+            mark_value, mark_epoch = value, epoch
+        if patience and epoch - mark_epoch >= patience:
+            return epoch
+    return len(curve)
+
+
+@pytest.mark.parametrize("patience, min_delta", [(0, 0.0), (1, 0.0), (3, 0.0), (3, 0.01), (4, 0.02)])
+def test_early_stopping_ends_a_noisy_plateau_as_a_direct_loop_does(patience, min_delta):
+    from crossmodal.training.trainer import EarlyStopping
+
+    rising = [0.1 * k for k in range(1, 16)]
+    plateau = [1.5 + 0.001 * k + (0.012 if k % 3 == 0 else 0.0) for k in range(25)]  # new bests by hairs
+    curve = rising + plateau
+    rule, stopped = EarlyStopping(patience, min_delta), len(curve)
+    for epoch, value in enumerate(curve, 1):
+        rule.update(value, epoch)
+        if rule.spent(epoch):
+            stopped = epoch
+            break
+    assert stopped == _stop_by_loop(curve, patience, min_delta)
+    if patience in (0, 3) and min_delta == 0:
+        assert stopped == len(curve)
+    elif min_delta > 0:
+        assert stopped < len(curve)  # the margin ends the plateau that hairline bests would extend
+
+
+def test_early_stopping_state_round_trips_so_a_resumed_run_stops_at_the_same_epoch():
+    from crossmodal.training.trainer import EarlyStopping
+
+    rule = EarlyStopping(2, 0.01)
+    for epoch, value in enumerate([0.5, 0.8, 0.805], 1):
+        rule.update(value, epoch)
+    resumed = EarlyStopping(2, 0.01)
+    resumed.load(rule.state())
+    assert (resumed.value, resumed.epoch) == (0.8, 2) and not resumed.spent(3) and resumed.spent(4)

@@ -201,6 +201,8 @@ class TrainConfig:
     seed: int = 0
     max_epochs: int = 10  # the cap: a run never trains more epochs
     patience: int = 0  # early stopping: stop after this many epochs without a better validation value; 0: off
+    min_delta: float = 0.0  # early stopping: a better value must beat the best by more than this (the task's
+    # metric scale: CIDEr-D 0.01 = 1 point on the tables' x100 scale); the chosen epoch is still the best
     batch_size: int = 50
     optimizer: str = "adam"
     lr: float = 5e-4
@@ -235,8 +237,8 @@ class TrainConfig:
             raise ValueError(f"grad_clip_mode must be value or norm, not {self.grad_clip_mode!r}")
         if self.max_epochs < 1 or self.batch_size < 1 or self.samples_per_image < 1:
             raise ValueError("max_epochs, batch_size and samples_per_image must be at least 1")
-        if self.patience < 0 or self.plateau_patience < 0:
-            raise ValueError("patience and plateau_patience must be at least 0")
+        if self.patience < 0 or self.plateau_patience < 0 or self.min_delta < 0:
+            raise ValueError("patience, plateau_patience and min_delta must be at least 0")
 
 
 OBJECTIVES = ("xe", "scst")

@@ -54,9 +54,9 @@ def self_critical_loss(token_logprobs: torch.Tensor, seqs: torch.Tensor, rewards
     return -(token_logprobs * rewards.unsqueeze(1) * mask).sum() / (mask.sum() if share is None else share(mask.sum()))
 
 
-def advantages(sample_scores: np.ndarray, greedy_scores: np.ndarray, baseline: str) -> np.ndarray:
-    """[B*n] each sample's reward minus its baseline; an image's n samples are contiguous (module docstring)."""
-    n = len(sample_scores) // len(greedy_scores)
+def advantages(sample_scores: np.ndarray, greedy_scores: np.ndarray, n: int, baseline: str) -> np.ndarray:
+    """[B*n] each sample's reward minus its baseline; an image's n samples are contiguous (module docstring). B may
+    be 0 (a process's empty share of a batch)."""
     if baseline == "greedy":
         return sample_scores - np.repeat(greedy_scores, n)
     per_image = sample_scores.reshape(-1, n)
@@ -88,7 +88,8 @@ def self_critical_batch(model: Captioner, inputs: Inputs, references: list[list[
     repeated = [r for r in references for _ in range(samples_per_image)]
     scores = cider.score(candidates, repeated + list(references))
     sample_scores, greedy_scores = scores[: len(samples)], scores[len(samples):]
-    advantage = torch.from_numpy(advantages(sample_scores, greedy_scores, baseline)).to(token_logprobs.device, token_logprobs.dtype)
+    advantage = advantages(sample_scores, greedy_scores, samples_per_image, baseline)
+    advantage = torch.from_numpy(advantage).to(token_logprobs.device, token_logprobs.dtype)
     return self_critical_loss(token_logprobs, samples, advantage, share), sample_scores, greedy_scores
 
 

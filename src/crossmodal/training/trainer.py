@@ -2,8 +2,10 @@
 metric, early stopping, checkpoint/resume, distribution and MLflow logging. The task (tasks/) supplies data, model,
 loss, validation metric and outputs.
 
-Early stopping: a run stops once `train.patience` epochs in a row have not beaten the best validation value (0:
-never), and never trains more than `train.max_epochs`. Either way the chosen model is the best validation epoch's;
+Early stopping: a run stops once `train.patience` epochs in a row have not beaten the best validation value by
+more than `train.min_delta` (0: never), and never trains more than `train.max_epochs`. The margin keeps a noisy
+plateau, where a new best by a hair turns up now and then, from extending a run for ever (Keras' `min_delta`).
+Either way the chosen model is the best validation epoch's, however small its lead;
 test is never looked at. The decision depends only on the validation curve, which the checkpoint keeps, so a run
 killed inside a patience window and resumed stops at the same epoch.
 
@@ -28,6 +30,7 @@ import importlib
 import json
 import random
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -107,6 +110,31 @@ def make_task(cfg: Config, name: str, root: Path, dist) -> Task:
     return module.TASK(cfg, name, root, dist)
 
 
+@dataclass
+class EarlyStopping:
+    """The early-stopping rule (module docstring): `epoch` is the last epoch whose validation value beat the best
+    before it by more than `min_delta`, `value` that best."""
+
+    patience: int
+    min_delta: float
+    value: float = -float("inf")
+    epoch: int = 0
+
+    def update(self, value: float, epoch: int) -> None:
+        if value > self.value + self.min_delta:
+            self.value, self.epoch = value, epoch
+
+    def spent(self, epochs_done: int) -> bool:
+        """Whether the run ends after `epochs_done` epochs: `patience` of them since `epoch`."""
+        return self.patience > 0 and epochs_done - self.epoch >= self.patience
+
+    def state(self) -> dict:
+        return {"value": self.value, "epoch": self.epoch}
+
+    def load(self, state: dict) -> None:
+        self.value, self.epoch = state["value"], state["epoch"]
+
+
 class Trainer:
     """Trains one system; `run()` returns the final metrics dict (written by the task). In a multi-process run
     (`distributed.process_group`) every process builds one; see training/distributed.py."""
@@ -134,6 +162,7 @@ class Trainer:
         self.checkpoint = root / paths.CHECKPOINTS / name / f"{digest}.pt"
         self.history: list[dict] = []
         self.best = {"value": -float("inf"), "epoch": -1, "state": None}
+        self.stopping = EarlyStopping(self.train_cfg.patience, self.train_cfg.min_delta)
 
     def start_from(self, init: str) -> None:
         """The best saved model of system `init`; `start_digest` keys the checkpoint to exactly these weights."""
@@ -205,7 +234,7 @@ class Trainer:
             rng["cuda"] = torch.cuda.get_rng_state(self.device)
         state = {"epoch": epoch, "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
                  "scheduler": self.scheduler.state_dict(), "scaler": self.precision.scaler.state_dict(),
-                 "history": self.history, "best": self.best, "rng": rng}
+                 "history": self.history, "best": self.best, "stopping": self.stopping.state(), "rng": rng}
         save_torch(on_cpu(state), self.checkpoint)
 
     def resume(self) -> int:
@@ -226,6 +255,7 @@ class Trainer:
         if state.get("scaler"):
             self.precision.scaler.load_state_dict(state["scaler"])
         self.history, self.best = state["history"], state["best"]
+        self.stopping.load(state["stopping"])
         set_rng_states(state["rng"])
         if "cuda" in state["rng"] and self.device.type == "cuda":
             torch.cuda.set_rng_state(state["rng"]["cuda"], self.device)
@@ -264,6 +294,7 @@ class Trainer:
                 state = {k: v.to("cpu", copy=True) for k, v in self.model.state_dict().items()} \
                     if self.dist.main else None
                 self.best = {"value": value, "epoch": epoch + 1, "state": state}
+            self.stopping.update(value, epoch + 1)
             if not self.dist.main:
                 continue
             self.save_checkpoint(epoch)
@@ -291,9 +322,7 @@ class Trainer:
                 "stopped_by": stopped, "history": self.history}
 
     def patience_spent(self, epochs_done: int) -> bool:
-        """Whether early stopping ends the run after `epochs_done` epochs: `patience` of them since the best."""
-        patience = self.train_cfg.patience
-        return patience > 0 and epochs_done - self.best["epoch"] >= patience
+        return self.stopping.spent(epochs_done)
 
     def tracked(self, row: dict) -> dict:
         """An epoch's row as MLflow gets it (step = the epoch): the task's metrics on the tables' scale."""
