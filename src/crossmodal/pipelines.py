@@ -104,13 +104,17 @@ def spine_stages(cfg: Config) -> dict:
         "python -m crossmodal reference-points", ["profile"],
         [world, raw / "karpathy", paths.CAPTIONS / "references", *stage_code("reference_points")], [],
         [paths.METRICS / "reference_points.json"])
-    from .reports.tables import summary_name
+    from .reports.claims import CLAIMS, SPREAD
+    from .reports.tables import summary_name, table_file
 
+    tabled = [p for p in PAPERS if cfg.paper(p).tables]
     stages["index"] = _stage(  # it lists every system, so `dvc repro` at the root builds every paper's stages
-        "python -m crossmodal index", [f"{p}.tables" for p in PAPERS if cfg.paper(p).tables],
-        [*(paths.TABLES / summary_name(p) for p in PAPERS if cfg.paper(p).tables),
+        "python -m crossmodal index", [f"{p}.tables" for p in tabled],
+        [*(paths.TABLES / summary_name(p) for p in tabled),  # the tables' files hold their claims (reports/claims.py)
+         *(table_file(t).relative_to(closures.SRC.parent).as_posix() for p in tabled for t in cfg.paper(p).tables),
+         SPREAD, paths.METRICS / "data_profile.json",
          *(paths.METRICS / f"{n}.json" for n in [*cfg.systems(), *cfg.ensembles()]), *stage_code("index")],
-        [{str(paths.INDEX): {"cache": False}}])
+        [{str(paths.INDEX): {"cache": False}}, {str(CLAIMS): {"cache": False}}])
     return stages
 
 

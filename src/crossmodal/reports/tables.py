@@ -42,6 +42,16 @@ YAML format (every key below is the complete set; anything else is an error)::
                                        #   a mapping {group id: variant}
             cited: true                # instead of variant: another system that we do not train
             note: "..."                # optional footnote, or a list of them
+    claims:                            # optional: the orderings the paper asserts (reports/claims.py tests them)
+      - id: enc1_over_dec              # unique in the table
+        text: "1 X-Linear encoder block over none"   # the claim in a few words (the cell of reports/claims.md)
+        better: xlan_enc1              # the system (a row's variant) the paper says is better ...
+        worse: xlan_dec                # ... than this one; both must fill rows of this table
+        metric: CIDEr                  # optional (default CIDEr): a column key; the paper's two values are read
+                                       #   from the rows (the one column of that key the system fills)
+        quote: "..."                   # the paper's words, verbatim
+        where: "Sec. 4.3, Ablation Study"   # page or section of the quote
+        note: "..."                    # optional: e.g. how the text's wording differs from the table
 
 A column's id is its key, or `<group>:<key>` when it belongs to a group; row `values` and the CSV
 columns `<id>_paper` / `<id>_ours` use that id.
@@ -135,6 +145,23 @@ class Section:
 
 
 @dataclass(frozen=True)
+class Claim:
+    """An ordering the paper asserts: system `better` beats system `worse` on `metric`, with the paper's two values
+    (read from the table's rows), their scale (paper value = ours x scale), its words and where they stand."""
+    id: str
+    text: str
+    better: str
+    worse: str
+    metric: str
+    paper_better: float
+    paper_worse: float
+    scale: float
+    quote: str
+    where: str
+    note: str | None = None
+
+
+@dataclass(frozen=True)
 class PaperTable:
     id: str
     paper: str
@@ -151,6 +178,7 @@ class PaperTable:
     sections: tuple[Section, ...]
     reference_points: str | None
     data_profile: str
+    claims: tuple[Claim, ...] = ()
 
     @property
     def rows(self) -> list[Row]:
@@ -226,7 +254,7 @@ def load_table(path: str | os.PathLike) -> PaperTable:
         raise InputError(f"{path}: not valid YAML ({getattr(err, 'problem', None) or err}{at})") from None
     top = _mapping(raw, str(path),
                    ("id", "paper", "source", "dataset", "unit", "scale", "columns", "sections"),
-                   ("decimals", "note", "label_fields", "column_groups", "reference_points", "data_profile"))
+                   ("decimals", "note", "label_fields", "column_groups", "reference_points", "data_profile", "claims"))
     table_id = _text(top["id"], f"{path}: id")
     if table_id != path.stem:
         raise InputError(f"{path}: id {table_id!r} differs from the file name {path.stem!r}")
@@ -272,16 +300,19 @@ def load_table(path: str | os.PathLike) -> PaperTable:
         sections.append(Section(name, rows))
 
     reference_points = top.get("reference_points")
+    scale = _number(top["scale"], f"{path}: scale")
+    rows = [row for section in sections for row in section.rows]
+    claims = () if top.get("claims") is None else _load_claims(top["claims"], str(path), rows, columns, scale)
     return PaperTable(
         id=table_id, paper=_text(top["paper"], f"{path}: paper"),
         source_table=_text(source["table"], f"{path}: source.table"),
         caption=" ".join(_text(source["caption"], f"{path}: source.caption").split()),
         dataset=_text(top["dataset"], f"{path}: dataset"), unit=_text(top["unit"], f"{path}: unit"),
-        scale=_number(top["scale"], f"{path}: scale"), decimals=decimals,
+        scale=scale, decimals=decimals,
         note=None if top.get("note") is None else _text(top["note"], f"{path}: note"),
         label_fields=tuple(label_fields), column_groups=tuple(groups), columns=tuple(columns), sections=tuple(sections),
         reference_points=None if reference_points is None else _text(reference_points, f"{path}: reference_points"),
-        data_profile=_text(top.get("data_profile", "data_profile.json"), f"{path}: data_profile"),
+        data_profile=_text(top.get("data_profile", "data_profile.json"), f"{path}: data_profile"), claims=claims,
     )
 
 
@@ -320,6 +351,45 @@ def _load_row(raw: Any, where: str, label_fields: tuple[LabelField, ...], column
     note = raw.get("note", [])
     notes = tuple(" ".join(_text(n, f"{where}: note").split()) for n in (note if isinstance(note, list) else [note]))
     return Row(labels, values, variant, cited, notes)
+
+
+def _load_claims(raw: Any, path: str, rows: list[Row], columns: list[Column], scale: float) -> tuple[Claim, ...]:
+    """The `claims:` list of a table, each checked against the table's rows (see the module docstring)."""
+    claims = []
+    for i, c in enumerate(_list(raw, f"{path}: claims")):
+        where = f"{path}: claims[{i}]" + (f" ({c['id']})" if isinstance(c, dict) and isinstance(c.get("id"), str)
+                                          else "")
+        c = _mapping(c, where, ("id", "text", "better", "worse", "quote", "where"), ("metric", "note"))
+        metric = _text(c.get("metric", "CIDEr"), f"{where}: metric")
+        better, worse = _text(c["better"], f"{where}: better"), _text(c["worse"], f"{where}: worse")
+        if better == worse:
+            raise InputError(f"{where}: better and worse are both {better!r}")
+        (paper_better, col_scale), (paper_worse, _) = (_paper_value(name, metric, rows, columns, f"{where}: {side}")
+                                                       for name, side in ((better, "better"), (worse, "worse")))
+        claims.append(Claim(
+            id=_text(c["id"], f"{where}: id"), text=" ".join(_text(c["text"], f"{where}: text").split()),
+            better=better, worse=worse, metric=metric, paper_better=paper_better, paper_worse=paper_worse,
+            scale=scale if col_scale is None else col_scale,
+            quote=" ".join(_text(c["quote"], f"{where}: quote").split()), where=_text(c["where"], f"{where}: where"),
+            note=None if c.get("note") is None else " ".join(_text(c["note"], f"{where}: note").split())))
+    _unique([c.id for c in claims], f"{path}: claims", "id(s)")
+    return tuple(claims)
+
+
+def _paper_value(system: str, metric: str, rows: list[Row], columns: list[Column],
+                 where: str) -> tuple[float, float | None]:
+    """The paper's value of `metric` in the one cell that `system` fills, and that column's own scale."""
+    if not any(system in row.variants() for row in rows):
+        names = sorted({v for row in rows for v in row.variants()})
+        raise InputError(f"{where}: {system!r} fills no row of this table (its systems: {', '.join(names)})")
+    cells = [(row, col) for row in rows for col in columns if col.key == metric and row.variant_for(col) == system]
+    if len(cells) != 1:
+        found = f"{len(cells)} columns ({', '.join(col.id for _, col in cells)})" if cells else "no column"
+        raise InputError(f"{where}: {system!r} fills {found} of metric {metric!r}; a claim needs exactly one")
+    (row, col), = cells
+    if row.values[col.id] is None:
+        raise InputError(f"{where}: the paper prints no {col.id} for {system!r}")
+    return row.values[col.id], col.scale
 
 
 PAPER_TABLES = Path(__file__).parent / "paper_tables"
@@ -637,11 +707,15 @@ def summary_name(paper: str) -> str:
 
 
 def build_index(summaries: list[Path], tables_dir: Path, index_path: Path, metrics_dir: Path | None = None,
-                systems: dict[str, str] | None = None, status: str | None = None) -> None:
-    """reports/index.md: the papers' status (`status`, from build_status), every built table with its source and
-    row counts from the papers' summaries; then every trained system ({name: paper}) with its test scores from
-    `metrics_dir`."""
-    index = ["# Reproduced tables", ""]
+                systems: dict[str, str] | None = None, status: str | None = None,
+                claims: tuple[Path, str] | None = None) -> None:
+    """reports/index.md: first the link to the claims page (`claims`: its path and a line of counts), then the
+    papers' status (`status`, from build_status), every built table with its source and row counts from the papers'
+    summaries; then every trained system ({name: paper}) with its test scores from `metrics_dir`."""
+    head, index = ["# Reproduced tables"], []
+    if claims:
+        link = Path(os.path.relpath(claims[0], index_path.parent)).as_posix()
+        head += ["", f"**Start here: [the papers' claims, tested over seeds]({link})** ({claims[1]})."]
     if status:
         index += ["## Status of the papers", "", status.rstrip("\n"), "", "## Tables", ""]
     index += ["Each table sets the paper's numbers and ours side by side; its header names the data we ran on. "
@@ -666,8 +740,8 @@ def build_index(summaries: list[Path], tables_dir: Path, index_path: Path, metri
                       if data.get("history") else "")
             index.append(_md_row([f"`{name}`", paper, data.get("objective", ""), epochs,
                                   *(_fmt(100 * test[k], 1) for k in ("BLEU-4", "METEOR", "CIDEr"))]))
-        index[1:1] = ["", results.environment_line()]
-    write_text(index_path, "\n".join(index) + "\n")
+        head += ["", results.environment_line()]
+    write_text(index_path, "\n".join([*head, "", *index]) + "\n")
 
 
 # ---------------------------------------------------------------- the status of the papers

@@ -1,13 +1,16 @@
-"""Stage `index`: reports/index.md, the status of the papers (the README shows the same table), every paper's
-built tables with their sources and row counts, and every trained system and ensemble with its test scores. It
-depends on all of them, so `dvc repro` at the root rebuilds every stage of every paper."""
+"""Stage `index`: reports/claims.md, the papers' claims tested over seeds (reports/claims.py), and reports/index.md,
+which links it first, then the status of the papers (the README shows the same table), every paper's built tables
+with their sources and row counts, and every trained system and ensemble with its test scores. It depends on all of
+them, so `dvc repro` at the root rebuilds every stage of every paper."""
 from __future__ import annotations
 
 from pathlib import Path
 
 from .. import paths
 from ..config import PAPERS
-from ..reports.tables import build_index, build_status, summary_name
+from ..io import write_text
+from ..reports.claims import CLAIMS, SPREAD, ClaimsPage, build_claims, cross_cpu_spread, objectives, seed_groups
+from ..reports.tables import build_index, build_status, load_tables, summary_name
 
 
 def summaries(cfg, root: Path) -> dict[str, Path]:
@@ -22,7 +25,18 @@ def status(cfg, root: Path) -> str:
     return build_status(summaries(cfg, root), systems, ensembles, root / paths.METRICS)
 
 
+def claims(cfg, root: Path) -> ClaimsPage:
+    """The claims page: every paper's transcribed claims judged on the committed metrics, with the cross-CPU spread of
+    benchmarks/results/spread.json."""
+    papers = {paper: load_tables(list(cfg.paper(paper).tables)) for paper in PAPERS if cfg.paper(paper).tables}
+    spread_md = SPREAD.with_suffix(".md").as_posix()  # its readable form, linked from reports/claims.md
+    return build_claims(papers, seed_groups(cfg), objectives(cfg), root / paths.METRICS,
+                        cross_cpu_spread(root / SPREAD), f"[{spread_md}](../{spread_md})")
+
+
 def run(cfg, root: Path, args) -> None:
     systems = {name: cfg.paper_of(name) for name in [*cfg.systems(), *cfg.ensembles()]}
+    page = claims(cfg, root)
+    write_text(root / CLAIMS, page.markdown)
     build_index(list(summaries(cfg, root).values()), root / paths.TABLES, root / paths.INDEX, root / paths.METRICS,
-                systems, status(cfg, root))
+                systems, status(cfg, root), (root / CLAIMS, page.summary()))
