@@ -35,7 +35,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
-COPIED = ("src", "dvc.yaml", "pipelines", "params.yaml", ".dvcignore", ".gitignore", ".dvc/config", ".dvc/.gitignore")
+COPIED = ("src", "dvc.yaml", "pipelines", "params.yaml", ".dvcignore", ".gitignore", ".dvc/config", ".dvc/.gitignore",
+          "benchmarks/results/spread.json")
 SHIM = '''#!{python}
 import json, resource, subprocess, sys, time
 start = time.time()

@@ -76,8 +76,10 @@ def set_params(repo: Path, override: dict) -> None:
 def copy_pipeline(repo: Path) -> Path:
     """The pipeline's code, stages, params and DVC config in a fresh directory (no data, no results)."""
     repo.mkdir(parents=True)
-    for name in ("src", "dvc.yaml", "pipelines", "params.yaml", ".dvcignore", ".gitignore"):
+    for name in ("src", "dvc.yaml", "pipelines", "params.yaml", ".dvcignore", ".gitignore",
+                 "benchmarks/results/spread.json"):  # the cross-CPU spread the claims page cites
         src = ROOT / name
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
         (shutil.copytree if src.is_dir() else shutil.copy)(src, repo / name)
     (repo / ".dvc").mkdir()
     shutil.copy(ROOT / ".dvc" / "config", repo / ".dvc" / "config")
