@@ -42,8 +42,8 @@ CLAIMS = Path("reports/claims.md")  # this page, linked first from reports/index
 SPREAD = Path("benchmarks/results/spread.json")  # how results move across CPUs and kernel paths (bench_spread.py)
 HOLDS, REVERSED, UNCLEAR = "holds", "reversed", "not distinguishable"
 METRIC_NAMES = {"CIDEr": "CIDEr-D"}  # our metric keys as the reader knows them
-SCST_NOTE = ("SCST over cross-entropy: on this world SCST raises the reward of the sampled captions but not test "
-             "CIDEr-D; [docs/results.md](../docs/results.md) reports it and the convergence issue's probes "
+SCST_NOTE = ("SCST over cross-entropy: on this world SCST raises test CIDEr-D for the X-LAN family but lowers it for "
+             "the LSTM captioners; [docs/results.md](../docs/results.md) reports it and the convergence issue's probes "
              "([benchmarks/results/scst.md](../benchmarks/results/scst.md)) look for the cause")
 
 
