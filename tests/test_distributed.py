@@ -211,7 +211,7 @@ def test_caption_batch_repeats_references_and_takes_empty_shares():
     assert caption_batch(labels, np.array([], dtype=np.int64), 2).shape == (0, 3)
 
 
-def test_device_choice_and_the_cpu_only_checks(capsys):
+def test_device_choice_and_the_cpu_only_checks():
     if torch.cuda.is_available():
         pytest.skip("checks the behaviour of a machine without CUDA")
     assert distributed.resolve_device(ComputeConfig()) == torch.device("cpu")
@@ -219,9 +219,20 @@ def test_device_choice_and_the_cpu_only_checks(capsys):
         distributed.resolve_device(ComputeConfig(device="cuda"))
     with pytest.raises(InputError, match="nccl needs CUDA"):
         distributed.launch(ComputeConfig(processes=2, backend="nccl"), ["train", "--system", "x"])
-    precision = distributed.Precision(ComputeConfig(amp=True), torch.device("cpu"))
-    assert precision.dtype is None and not precision.scaler.is_enabled()
-    assert "compute.amp is ignored on the CPU" in capsys.readouterr().err
+
+
+def test_cpu_amp_is_deterministic_bf16_autocast_and_off_by_default():
+    layer = torch.nn.Linear(16, 8)
+    x = torch.randn(4, 16, generator=torch.Generator().manual_seed(0))
+    off = distributed.Precision(ComputeConfig(), torch.device("cpu"))
+    with off.autocast():
+        assert layer(x).dtype == torch.float32
+    on = distributed.Precision(ComputeConfig(amp=True), torch.device("cpu"))
+    assert on.dtype == torch.bfloat16 and not on.scaler.is_enabled()  # bf16 needs no gradient scaling
+    with on.autocast():
+        first, second = layer(x), layer(x)
+    assert first.dtype == torch.bfloat16 and torch.equal(first, second)
+    assert not torch.equal(first.float(), layer(x))  # it changes the numbers: hence a switch, off by default
 
 
 def test_the_stage_relaunches_itself_unless_torchrun_started_it(monkeypatch):

@@ -150,7 +150,7 @@ class ComputeConfig:
     numbers a stage produces, so every training stage depends on this section."""
 
     device: str = "auto"  # auto (CUDA when available) | cpu | cuda
-    amp: bool = False  # mixed precision (autocast) on CUDA
+    amp: bool = False  # mixed precision (autocast): fp16/bf16 on CUDA, bf16 on the CPU; changes the numbers
     processes: int = 1  # > 1: the stage relaunches itself under torchrun, one DDP process each
     backend: str = "auto"  # auto (nccl on CUDA, gloo on CPU) | nccl | gloo
     portable: bool = False  # pin the CPU kernel paths (environment.py), so that x86-64 CPUs agree bit for bit

@@ -5,7 +5,10 @@ loss, validation metric and outputs.
 Early stopping: a run stops once `train.patience` epochs in a row have not beaten the best validation value by
 more than `train.min_delta` (0: never), and never trains more than `train.max_epochs`. The margin keeps a noisy
 plateau, where a new best by a hair turns up now and then, from extending a run for ever (Keras' `min_delta`).
-Either way the chosen model is the best validation epoch's, however small its lead;
+A run that patience ends may still end on a new best, by at most `min_delta` over the best that counted: its
+last `patience` epochs gained no more than `min_delta` together, which the rule calls converged (the tables mark
+only runs that reached `max_epochs` with their best last). Either way the chosen model is the best validation
+epoch's, however small its lead;
 test is never looked at. The decision depends only on the validation curve, which the checkpoint keeps, so a run
 killed inside a patience window and resumed stops at the same epoch.
 
