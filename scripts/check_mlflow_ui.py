@@ -1,19 +1,24 @@
 """Look at a repository's MLflow runs the way a reader does: in the MLflow UI, in headless Chromium.
 
-    python scripts/check_mlflow_ui.py [--repo PATH] [--run NAME] [--shots DIR]
+    python scripts/check_mlflow_ui.py [--repo PATH] [--run NAME] [--paper PAPER] [--shots DIR]
 
 Copies `<repo>/mlflow.db` to a temporary folder (the repository's database is never opened for writing; the
 artifacts are read where the runs logged them), starts `mlflow server` on 127.0.0.1 at a free port against the
-copy, and checks four pages:
+copy, and checks five pages:
 
 1. the runs table at the README's link (`tracking.runs_view_url`): the machine-learning workflow, not the GenAI
    overview, with the run and the metric columns best_val_CIDEr and test_CIDEr;
 2. the run's page (by default the newest finished run with a best epoch): best_epoch and best_val_CIDEr, with
    the values MLflow stores;
 3. the run's artifacts at its first qualitative picture: the PNG shown as an image;
-4. the run's charts ("Model metrics"): the same picture as MLflow's image `example_<image id>`.
+4. the run's charts ("Model metrics"): the same picture as MLflow's image `example_<image id>`;
+5. the runs table filtered by paper (`reports.runs.paper_view_url`: the search `tags.paper = '<paper>'`, the tag the
+   index stage sets, reports/runs.py): the filter in the search box, the paper's runs (the newest MAX_LISTED by
+   name) and no run of another name. The paper is --paper, else the run's `paper` tag, else that of the newest run
+   with one; no run with a `paper` tag is a failed check.
 
-Writes a screenshot of each page to --shots (runs_table.png, run_overview.png, run_artifact.png, run_charts.png)
+Writes a screenshot of each page to --shots (runs_table.png, run_overview.png, run_artifact.png, run_charts.png,
+runs_by_paper.png)
 and exits 0 when every check holds, 1 otherwise (the failed checks on stderr). Needs Chromium
 (`apt-get install chromium`; `--chromium PATH`) and the playwright package (its browser downloads are not needed).
 """
@@ -34,10 +39,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from crossmodal.reports.runs import paper_filter, paper_view_url  # noqa: E402
 from crossmodal.tracking import EXPERIMENT, runs_view_url  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 PAGE_WAIT_MS = 30_000
+MAX_LISTED = 40  # the filtered table's newest runs whose names are looked for (the page is made tall enough)
+ROW_PX = 40  # at least the height of a row of the runs table
 
 
 def free_port() -> int:
@@ -99,6 +107,28 @@ def pick_run(db: Path, name: str | None):
     return experiment.experiment_id, runs[0], sorted(pictures)
 
 
+def paper_runs(db: Path, experiment_id: str, run, paper: str | None):
+    """The paper to filter by (`paper`, else the run's tag, else the newest tagged run's), the names of its newest
+    MAX_LISTED runs and the names of the experiment's runs that the filter leaves out (none of them may show)."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{db}")
+    if paper is None:
+        paper = run.data.tags.get("paper")
+    if paper is None:
+        tagged = client.search_runs([experiment_id], "tags.paper != ''", order_by=["attributes.start_time DESC"],
+                                    max_results=1)
+        if not tagged:
+            return None, [], []
+        paper = tagged[0].data.tags["paper"]
+
+    def names(query: str, limit: int = 50_000) -> list[str]:
+        runs = client.search_runs([experiment_id], query, order_by=["attributes.start_time DESC"], max_results=limit)
+        return list(dict.fromkeys(r.info.run_name for r in runs))
+
+    return paper, names(paper_filter(paper), MAX_LISTED), sorted(set(names("")) - set(names(paper_filter(paper))))
+
+
 def as_the_ui_prints(value: float) -> str:
     """A metric value as the UI prints it: JavaScript's shortest round-trip form, which Python's repr shares, but
     with no `.0` on whole numbers."""
@@ -113,7 +143,7 @@ def loaded_image(page, selector: str) -> int:
     return image.evaluate("img => img.naturalWidth")
 
 
-def check(repo: Path, shots: Path, run_name: str | None, chromium: str) -> list[str]:
+def check(repo: Path, shots: Path, run_name: str | None, chromium: str, paper: str | None = None) -> list[str]:
     """Every failed check, as one line each (none: the UI shows what it should)."""
     from playwright.sync_api import Error as PlaywrightError
     from playwright.sync_api import sync_playwright
@@ -133,6 +163,7 @@ def check(repo: Path, shots: Path, run_name: str | None, chromium: str) -> list[
         run_id, name, metrics = run.info.run_id, run.info.run_name, run.data.metrics
         run_page = f"/#/experiments/{experiment_id}/runs/{run_id}"
         print(f"experiment {EXPERIMENT} (id {experiment_id}), run {name} ({run_id})")
+        paper, listed, left_out = paper_runs(db, experiment_id, run, paper)
         with mlflow_server(db) as base, sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
             page = browser.new_context(viewport={"width": 1600, "height": 1000}).new_page()  # a first visit
@@ -172,6 +203,20 @@ def check(repo: Path, shots: Path, run_name: str | None, chromium: str) -> list[
                 width = loaded_image(page, f"img[src*='{key}']")
                 expect(width > 0, f"run charts: the image {key} ({width} px wide)")
 
+            def runs_by_paper() -> None:  # the search the UI runs for `tags.paper = '<paper>'`, given in the URL
+                page.get_by_text(listed[0], exact=True).first.wait_for(timeout=PAGE_WAIT_MS)
+                with contextlib.suppress(PlaywrightError):  # let every page of the first search arrive
+                    page.wait_for_load_state("networkidle", timeout=10_000)
+                values = page.locator("input").evaluate_all("inputs => inputs.map(i => i.value)")
+                expect(paper_filter(paper) in values, f"runs by paper {paper}: the search box holds "
+                                                      f"{paper_filter(paper)}")
+                missing = [n for n in listed if page.get_by_text(n, exact=True).count() == 0]
+                expect(not missing, f"runs by paper {paper}: its {len(listed)} newest runs by name listed"
+                                    + (f" (missing: {', '.join(missing)})" if missing else ""))
+                shown = [n for n in left_out if page.get_by_text(n, exact=True).count() > 0]
+                expect(not shown, f"runs by paper {paper}: none of the {len(left_out)} other run names listed"
+                                  + (f" (listed: {', '.join(shown)})" if shown else ""))
+
             visit("runs_table", runs_view_url(experiment_id, base), runs_table)
             visit("run_overview", f"{base}{run_page}?workflowType=machine_learning", run_overview)
             expect(bool(pictures), "run artifacts: qualitative/*.png logged")
@@ -180,6 +225,13 @@ def check(repo: Path, shots: Path, run_name: str | None, chromium: str) -> list[
                 visit("run_artifact", f"{base}{run_page}/artifacts/{pictures[0]}?workflowType=machine_learning",
                       run_artifact)
                 visit("run_charts", f"{base}{run_page}/model-metrics?workflowType=machine_learning", run_charts)
+            expect(paper is not None, "runs by paper: a run with a `paper` tag (the index stage sets it: "
+                                      "python -m crossmodal.reports.runs)")
+            if paper is not None:
+                expect(bool(listed), f"runs by paper {paper}: a run with {paper_filter(paper)}")
+            if listed:
+                page.set_viewport_size({"width": 1600, "height": max(1000, 400 + ROW_PX * len(listed))})
+                visit("runs_by_paper", paper_view_url(experiment_id, paper, base), runs_by_paper)
             browser.close()
     return failures
 
@@ -188,13 +240,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repo", type=Path, default=ROOT, help="repository whose mlflow.db to look at")
     parser.add_argument("--run", help="run name (default: the newest finished run with a best epoch)")
+    parser.add_argument("--paper", help="paper whose runs the filtered table shows (default: the run's `paper` tag)")
     parser.add_argument("--shots", type=Path, default=Path("mlflow_ui_shots"), help="folder for the screenshots")
     parser.add_argument("--chromium", default=CHROMIUM, help="Chromium executable")
     args = parser.parse_args()
     if not (args.repo / "mlflow.db").is_file():
         print(f"error: {args.repo / 'mlflow.db'} not found", file=sys.stderr)
         return 2
-    failures = check(args.repo.resolve(), args.shots, args.run, args.chromium)
+    failures = check(args.repo.resolve(), args.shots, args.run, args.chromium, args.paper)
     for failure in failures:
         print(f"check_mlflow_ui: {failure}", file=sys.stderr)
     print(f"screenshots in {args.shots}")

@@ -1,5 +1,6 @@
-"""Rewrite the README's status table of the papers from the committed results (reports/tables/*.summary.json and
-reports/metrics/*.json), the same table the `index` stage writes into reports/index.md.
+"""Rewrite the README's status table of the papers from the committed results (reports/tables/*.summary.json,
+reports/metrics/*.json, and for its claims that hold the papers' claims judged on them with
+benchmarks/results/spread.json), the same table the `index` stage writes into reports/index.md.
 
     python scripts/readme_status.py           # rewrite the block between the README's status markers
     python scripts/readme_status.py --check   # exit 1 if the README's table is stale (tests/test_readme.py checks it)

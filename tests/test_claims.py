@@ -13,8 +13,8 @@ from scipy import stats
 
 from crossmodal.config import Config, build
 from crossmodal.io import InputError
-from crossmodal.reports.claims import (HOLDS, REVERSED, UNCLEAR, against_spread, build_claims, cross_cpu_spread, judge,
-                                       objectives, pooled_spread, seed_groups, welch)
+from crossmodal.reports.claims import (HOLDS, PENDING, REVERSED, UNCLEAR, ClaimsPage, against_spread, build_claims,
+                                       cross_cpu_spread, judge, objectives, pooled_spread, seed_groups, welch)
 from crossmodal.reports.tables import PAPER_TABLES, load_table, load_tables
 
 BASE = {"model": "updown", "vocabulary": "min5", "train": {"max_epochs": 4}}
@@ -236,8 +236,11 @@ def test_the_page_shows_paper_ours_and_verdicts(tmp_path):
     s_over_a = rows["`s` > `a`"]
     assert s_over_a[3:5] == ["129.0 ± 1.4 (2)", "**reversed**[^scst]"]  # Welch: both sides have seeds
     assert rows["`a` > `b`"][4] == "**reversed**[^pooled][^cpu]"
-    assert page.counts == {HOLDS: 1, REVERSED: 2, UNCLEAR: 0, "pending": 0}
+    assert page.verdicts == {"t": {"b_over_a": HOLDS, "s_over_a": REVERSED, "a_over_b": REVERSED}}
+    assert page.counts == {HOLDS: 1, REVERSED: 2, UNCLEAR: 0, PENDING: 0}
     assert page.summary() == "3 claims: 1 hold, 2 reversed, 0 not distinguishable"
+    assert page.held(["t"]) == "1 of 3" and page.held(["t", "untranscribed"]) == "1 of 3"
+    assert page.held(["untranscribed"]) == "—"  # a table without claims
     text = page.markdown
     assert "synthetic data, not COCO" in text and "95% confidence" in text and "Welch's t-test" in text
     assert "[^pooled]: Judged with the pooled seed spread" in text and "[^scst]: SCST over cross-entropy" in text
@@ -255,21 +258,25 @@ def test_the_page_says_pending_and_not_distinguishable(tmp_path):
     metrics_b_missing = _metrics(tmp_path / "other", {"a": 180.0})
     pending = build_claims({"xlan": [table]}, seed_groups(cfg), objectives(cfg), metrics_b_missing, cpu_spread=None)
     assert _page_rows(pending.markdown)["`b` > `a`"][3:5] == ["pending", "pending"]
-    assert pending.counts["pending"] == 1
+    assert pending.counts[PENDING] == 1 and pending.held(["t"]) == "0 of 1"  # a pending claim counts, holds not
 
 
-def test_the_index_links_the_claims_page_first(tmp_path):
+def test_the_index_links_the_claims_page_first_and_counts_each_tables_claims_that_hold(tmp_path):
     from crossmodal.reports.tables import build_index
 
     summary = tmp_path / "tables" / "p.summary.json"
     summary.parent.mkdir()
-    summary.write_text(json.dumps([{"id": "t", "table": "Table 9", "paper": "P", "reproduced": 1}]))
+    summary.write_text(json.dumps([{"id": "t", "table": "Table 9", "paper": "P", "reproduced": 1},
+                                   {"id": "u", "table": "Table 10", "paper": "P", "cited": 2}]))
     metrics = _metrics(tmp_path, {})
     (metrics / "a.json").write_text(json.dumps({"variant": "a", "test": {"BLEU-4": 0.3, "METEOR": 0.2, "CIDEr": 1.8}}))
     index = tmp_path / "index.md"
-    build_index([summary], summary.parent, index, metrics, {"a": "xlan"}, "| status |",
-                (tmp_path / "claims.md", "3 claims: 1 hold, 2 reversed, 0 not distinguishable"))
+    page = ClaimsPage("", {"t": {"x": HOLDS, "y": REVERSED, "z": UNCLEAR, "w": PENDING}})  # u records no claims
+    build_index([summary], summary.parent, index, metrics, {"a": "xlan"}, "| status |", (tmp_path / "claims.md", page))
     lines = [line for line in index.read_text().splitlines() if line]
     assert lines[:2] == ["# Reproduced tables", "**Start here: [the papers' claims, tested over seeds](claims.md)** "
-                         "(3 claims: 1 hold, 2 reversed, 0 not distinguishable)."]
+                         "(4 claims: 1 hold, 1 reversed, 1 not distinguishable, 1 pending)."]
     assert lines[2].startswith("**Computed on:") and lines[3] == "## Status of the papers"
+    assert "| Table | Source | Paper | Reproduced | Server only | Pending | Cited | Claims that hold |" in lines
+    assert "| [t](tables/t.md) | Table 9 | P | 1 | 0 | 0 | 0 | 1 of 4 |" in lines
+    assert "| [u](tables/u.md) | Table 10 | P | 0 | 0 | 0 | 2 | — |" in lines

@@ -4,14 +4,17 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
 import yaml
 
 from crossmodal.io import InputError
-from crossmodal.reports.tables import (STATUS_BEGIN, STATUS_END, build_index, build_paper, build_status, build_table,
-                                       load_table, load_tables, replace_status, status_block, summary_name)
+from crossmodal.reports.claims import HOLDS, PENDING, UNCLEAR, ClaimsPage
+from crossmodal.reports.tables import (REFERENCE_HEADING, STATUS_BEGIN, STATUS_END, WIDTH, build_index, build_paper,
+                                       build_status, build_table, load_table, load_tables, replace_status, status_block,
+                                       summary_name)
 
 PAPER_TABLES = Path(__file__).resolve().parents[1] / "src" / "crossmodal" / "reports" / "paper_tables"
 XLAN_VARIANTS = {"updown", "xlan_dec", "xlan_enc1", "xlan_enc2", "xlan_enc3", "xlan_enc4", "xlan"}
@@ -101,15 +104,32 @@ def metrics_dir(tmp_path) -> Path:
     return d
 
 
-def _md_rows(markdown: str) -> dict[str, dict[str, str]]:
-    """Markdown table rows keyed by their first two cells, footnote markers (numbered, †, ‡) stripped from the first."""
-    lines = [l for l in markdown.splitlines() if l.startswith("| ")]
-    header = [c.strip() for c in lines[0].strip("|").split("|")]
-    rows = {}
-    for line in lines[1:]:
-        cells = [c.strip() for c in line.strip("|").split("|")]
-        rows[(cells[0].split("[^")[0].rstrip("†‡"), cells[1])] = dict(zip(header, cells))
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip("|").split("|")]
+
+
+def _md_rows(markdown: str) -> dict[tuple[str, ...], dict[str, str]]:
+    """The rows of every Markdown sub-table, keyed by their label cells (footnote markers, numbered, † and ‡, stripped
+    from the first), each row's cells of all sub-tables merged under their column label, prefixed by the short name of
+    the sub-table's column group ("XE C": "113.5 / 114.5")."""
+    rows, prefix, header, metric = {}, "", [], []
+    lines = markdown.splitlines()
+    for line, following in zip(lines, lines[1:] + [""]):
+        if line.startswith("## "):
+            group = re.match(r"## .*?\(([^()]+)\)(:|$)", line)
+            prefix = f"{group[1]} " if group else ""
+        elif line.startswith("| ") and following.startswith("|-"):
+            metric = [a == "---:" for a in _cells(following)]  # label columns are left-aligned
+            header = [prefix * m + label for label, m in zip(_cells(line), metric)]
+        elif line.startswith("| "):
+            cells = _cells(line)
+            labels = [cells[0].split("[^")[0].rstrip("†‡")] + [c for c, m in zip(cells[1:], metric[1:]) if not m]
+            rows.setdefault(tuple(labels), {}).update(zip(header, cells))
     return rows
+
+
+def _table_lines(markdown: str) -> list[str]:
+    return [line for line in markdown.splitlines() if line.startswith("|")]
 
 
 def build_all(tables_dir: Path, metrics_dir: Path, registered: set[str], out: Path, index: Path) -> list[Path]:
@@ -138,23 +158,28 @@ def test_build_with_only_updown_metrics(tmp_path, metrics_dir, xlan3_only):
     assert md.startswith("# xlan_table3: Table 3 of X-Linear Attention Networks for Image Captioning (Pan et al., CVPR 2020)")
     assert ("**Reproduced on: synthetic image world (1500/250/250 images, seed 0) — synthetic data, not COCO: "
             "compare orderings, not absolute values**") in md
+    assert 'Each cell reads "paper / ours"' in md
     rows = _md_rows(md)
     up = rows[("Faster R-CNN", "LSTM + Conventional attention")]
-    assert (up["B@1 paper"], up["B@1 ours"]) == ("-", "71.2")
-    assert (up["B@4 paper"], up["B@4 ours"]) == ("36.1", "30.5")
-    assert (up["C paper"], up["C ours"]) == ("114.1", "114.5")
-    spice_mark = up["S ours"]
-    assert spice_mark.startswith("n/a[^")
+    assert (up["B@1"], up["B@4"], up["C"]) == ("- / 71.2", "36.1 / 30.5", "114.1 / 114.5")  # "-": the paper prints none
+    paper, spice_mark = up["S"].split(" / ")
+    assert paper == "20.9" and spice_mark.startswith("n/a[^")
     assert f"{spice_mark[3:]}: SPICE: {SPICE_STATUS}" in md
-    pending = [r for k, r in rows.items() if k[0] != "Faster R-CNN" or k[1] != "LSTM + Conventional attention"]
-    paper_rows = [r for r in pending if r["B@2 paper"]]
-    assert len(paper_rows) == 6
-    assert all(r[f"{c} ours"] == "pending" for r in paper_rows for c in ("B@1", "B@4", "C", "S"))
-    assert rows[("Faster R-CNN + 4×X-Linear attention (+ELU)", "LSTM + X-Linear attention (+ELU)")]["C paper"] == "122.0"
+    pending = [r for k, r in rows.items() if k != ("Faster R-CNN", "LSTM + Conventional attention")
+               and k[0] not in ("Constant caption", "Human ceiling", f"**{REFERENCE_HEADING}**")]
+    assert len(pending) == 6
+    assert all(r[c].endswith(" / pending") for r in pending for c in ("B@1", "B@4", "C", "S"))
+    elu = rows[("Faster R-CNN + 4×X-Linear attention (+ELU)", "LSTM + X-Linear attention (+ELU)")]
+    assert elu["C"] == "122.0 / pending"
     const, human = rows[("Constant caption", "")], rows[("Human ceiling", "")]
-    assert (const["C paper"], const["C ours"], human["C ours"]) == ("", "12.3", "200.0")
+    assert (const["C"], human["C"]) == ("12.3", "200.0")  # reference points: ours alone
     assert md.index("Reference points (ours, same test split)") < md.index("| Constant caption")
     assert '"a red circle left of a blue square"' in md
+    # two long label columns leave room for a few metrics: the columns are cut into sub-tables that fit a screen
+    assert max(map(len, _table_lines(md))) <= WIDTH < len("| " + " | ".join(elu.values()) + " |")
+    headings = [line for line in md.splitlines() if line.startswith("## ")]
+    assert len(headings) > 1 and ", ".join(h[3:] for h in headings) == "B@1, B@2, B@3, B@4, M, R, C, S"
+    assert md.count("| Faster R-CNN + 4×X-Linear attention (+ELU)") == len(headings)  # every row in each
 
     table = list(csv.DictReader(io.StringIO((out / "xlan_table3.csv").read_text())))
     assert [r["kind"] for r in table] == ["reproduced"] + ["pending"] * 6 + ["reference"] * 2
@@ -200,11 +225,14 @@ def test_cited_unregistered_grouped_and_server_only_cells(tmp_path, metrics_dir)
     build_all(tables, metrics_dir, {"updown"}, tmp_path / "out", tmp_path / "index.md")
     md = (tmp_path / "out" / "t.md").read_text()
     rows = {k[0]: r for k, r in _md_rows(md).items()}
-    assert (rows["Up-Down"]["XE B@4 ours"], rows["Up-Down"]["C ours"]) == ("30.5", "server only")
-    assert (rows["Other"]["XE B@4 ours"], rows["Other"]["C paper"]) == ("cited", "-")
-    assert rows["Ghost"]["XE B@4 ours"] == "pending" and "]: Ghost: not trained yet." in md
+    assert (rows["Up-Down"]["XE B@4"], rows["Up-Down"]["C"]) == ("36.2 / 30.5", "113.5 / server only")
+    assert (rows["Other"]["XE B@4"], rows["Other"]["C"]) == ("30.0 / cited", "- / cited")
+    assert rows["Ghost"]["XE B@4"] == "1.0 / pending" and "]: Ghost: not trained yet." in md
     assert "params.yaml" not in md and "variant" not in md  # footnotes speak of systems, not of the code
-    assert "**Ensemble**" in md and "XE = Cross-Entropy Loss" in md
+    assert '"server only": only the COCO test server computes it.' in md
+    # the column of no group first, under no heading; then the group's own sub-table under its label
+    assert md.index("| Model | C |") < md.index("## Cross-Entropy Loss (XE)\n\n| Model | B@4 |")
+    assert md.count("| **Ensemble** |") == 2 and md.count("| Ghost") == 2  # sections and rows in each sub-table
     assert (tmp_path / "index.md").read_text().rstrip().endswith("| 1 | 0 | 1 | 1 |")  # reproduced: B@4 is ours
     kinds = [r["kind"] for r in csv.DictReader(io.StringIO((tmp_path / "out" / "t.csv").read_text()))]
     assert kinds == ["reproduced", "cited", "pending"]
@@ -445,7 +473,7 @@ def test_server_only_cells_name_the_submission_file_once_the_variant_has_metrics
               tmp_path / "index.md")
     md = (tmp_path / "out" / "aoanet_online.md").read_text()
     rows = {k[0]: r for k, r in _md_rows(md).items()}
-    ours = [v for k, v in rows["AoANet"].items() if k.endswith(" ours")]
+    ours = [v.split(" / ")[1] for k, v in rows["AoANet"].items() if k != "Model"]
     assert ours == ["server only"] * 14
     note = [line for line in md.splitlines() if line.startswith("‡ ")]
     assert note == ["‡ Server columns: the COCO test server scores the submission file "
@@ -453,11 +481,12 @@ def test_server_only_cells_name_the_submission_file_once_the_variant_has_metrics
                     "each of these systems (on synthetic data the test split stands in for test2014): `aoanet_scst`."]
     assert rows["AoANet"]["Model"].count("‡") == 1  # marked once, on the row label
     for pending in ("Up-Down [2]", "SCST [31]"):  # no metrics yet, so no submission file and no mark
-        assert all(v == "server only" for k, v in rows[pending].items() if k.endswith(" ours"))
+        assert all(v.endswith(" / server only") for k, v in rows[pending].items() if k != "Model")
         assert "‡" not in rows[pending]["Model"]
     assert "`updown_scst`" not in md and "`att2in_scst`" not in md
-    assert all(v == "cited" for k, v in rows["LSTM-A [50]"].items() if k.endswith(" ours"))
-    assert (rows["AoANet"]["c5 CIDEr-D paper"], rows["AoANet"]["c40 CIDEr-D paper"]) == ("126.9", "129.6")
+    assert all(v.endswith(" / cited") for k, v in rows["LSTM-A [50]"].items() if k != "Model")
+    assert (rows["AoANet"]["c5 CIDEr-D"], rows["AoANet"]["c40 CIDEr-D"]) == ("126.9 / server only",
+                                                                           "129.6 / server only")
     kinds = [r["kind"] for r in csv.DictReader(io.StringIO((tmp_path / "out" / "aoanet_online.csv").read_text()))]
     assert kinds == ["pending", "cited", "pending", "cited", "cited", "cited", "server_only"]
     # a trained row of which every cell needs the server holds no number of ours: server only, not reproduced
@@ -484,12 +513,19 @@ def test_build_all_transcribed_tables(tmp_path, metrics_dir):
                                    "pipeline writes for each of these systems (on synthetic data the test split stands "
                                    "in for test2014): `updown_scst`.")
     xlan1 = {k[0]: r for k, r in _md_rows((out / "xlan_table1.md").read_text()).items()}
-    assert (xlan1["Up-Down [2]"]["XE C paper"], xlan1["Up-Down [2]"]["XE C ours"]) == ("113.5", "114.5")
-    assert (xlan1["Up-Down [2]"]["CIDEr opt. C paper"], xlan1["Up-Down [2]"]["CIDEr opt. C ours"]) == ("120.1", "110.0")
-    assert xlan1["X-Transformer Σ"]["CIDEr opt. B@1 paper"] == "81.7"
-    assert xlan1["X-Transformer Σ"]["CIDEr opt. B@1 ours"] == "pending"
+    assert (xlan1["Up-Down [2]"]["XE C"], xlan1["Up-Down [2]"]["CIDEr opt. C"]) == ("113.5 / 114.5", "120.1 / 110.0")
+    assert xlan1["X-Transformer Σ"]["CIDEr opt. B@1"] == "81.7 / pending"
     eta1 = (out / "eta_table1.md").read_text()
     assert "| Model | Proposal | Semantic |" in eta1 and "| ETA_fuse" in eta1
+    for table in TABLE_IDS:  # every table fits a screen: no line of a sub-table wider than WIDTH
+        md = (out / f"{table}.md").read_text()
+        assert max(map(len, _table_lines(md))) <= WIDTH, table
+        assert not re.search(r"\b(paper|ours) \|", md), table  # no "paper" and "ours" columns: one cell holds both
+    groups = [line for line in (out / "aoanet_offline.md").read_text().splitlines() if line.startswith("## ")]
+    assert groups == ["## Cross-Entropy Loss (XE)", "## CIDEr-D Score Optimization (CIDEr-D opt.)"]  # fits uncut
+    wide = list(csv.reader(io.StringIO((out / "xlan_table1.csv").read_text())))[0]  # the CSV stays one wide table
+    assert len(wide) == 4 + 2 * 16
+    assert wide[:6] == ["section", "model", "kind", "variant", "xe:BLEU-1_paper", "xe:BLEU-1_ours"]
 
 
 @pytest.mark.parametrize("table_id, numbers, nulls, total", [
@@ -549,8 +585,8 @@ def test_a_footnote_rows_repeat_with_another_system_each_is_one_mark_with_one_no
         (metrics_dir / f"{name}.json").write_text(json.dumps(data))
     md = build_table(load_table(_write_yaml(tmp_path, table)), metrics_dir,
                      {"a", "a_rl", "b", "b_rl", "c", "c_rl"}).markdown
-    labels = [line.split("|")[1].strip() for line in md.splitlines() if line.startswith("| ") and "---" not in line][1:]
-    assert labels == ["A†", "B†", "C"]  # one mark per row, however many of its systems it names
+    labels = [line.split("|")[1].strip() for line in md.splitlines() if line.startswith("| ") and "---" not in line]
+    assert labels == ["Model", "A†", "B†", "C"] * 2  # one mark per row, however many of its systems it names
     notes = [line for line in md.splitlines() if "still improving" in line]
     assert notes == ["† Best validation epoch = last epoch of a run that reached `train.max_epochs`: still improving "
                      "when its schedule ended, so it may be under-trained: `a` 10 of 10, `a_rl` 2 of 2, `b` 10 of 10."]
@@ -585,17 +621,21 @@ def test_status_table_counts_tables_systems_and_rows_per_paper(tmp_path, metrics
     summaries = {"xlan": _summary(tmp_path / "xlan.json", ("x1", "Table 1", 2, 0, 1, 5), ("x2", "Table 2", 0, 3, 0, 2)),
                  "eta": _summary(tmp_path / "eta.json", ("e1", "Table 1", 1, 0, 4, 3))}
     systems = {"showtell": "baselines", "xlan": "xlan", "xlan_scst": "xlan", "xlan_dec": "xlan"}
-    status = build_status(summaries, systems, {"xlan_ensemble": "xlan"}, metrics_dir)
+    claims = ClaimsPage("", {"x1": {"c1": HOLDS, "c2": UNCLEAR, "c3": PENDING}, "x2": {"c4": HOLDS},
+                             "other": {"c5": HOLDS}})  # e1 records no claims
+    status = build_status(summaries, systems, {"xlan_ensemble": "xlan"}, metrics_dir, claims)
     rows = {line.split("|")[1].strip(): [c.strip() for c in line.strip("|").split("|")[1:]]
             for line in status.splitlines() if line.startswith("| ") and "---" not in line}
     assert list(rows) == ["Paper", "X-LAN / X-Transformer", "ETA-Transformer", "AoANet", "HOCA / Low-Rank HOCA", "BAN"]
     assert rows["Paper"] == ["Tables", "Systems", "Stopped by patience", "Reproduced", "Server only", "Pending",
                              "Cited", "Claims that hold"]
     assert rows["X-LAN / X-Transformer"] == ["2: Table 1, Table 2", "2 of 3 + 1 ensembles", "1 of 2", "2", "3", "1", "7",
-                                             "—"]
+                                             "2 of 4"]  # the claims of its two tables, a pending one among them
     assert rows["ETA-Transformer"] == ["1: Table 1", "0", "—", "1", "0", "4", "3", "—"]
     assert rows["BAN"] == ["none yet", "0", "—", "—", "—", "—", "—", "—"]
     assert "`showtell`" in status and "of their runs, 1 of 1 stopped by patience" in " ".join(status.split())
+    assert "Claims that hold: of the orderings" in status and "`reports/claims.md`" in status
+    assert "not recorded yet" not in status
     assert max(len(line) for line in status.splitlines()) <= 120
 
 
@@ -606,3 +646,22 @@ def test_the_status_block_of_a_readme_is_replaced_between_its_markers():
     assert status_block(new) == "| new |\n" and replace_status(new, "| new |\n") == new
     with pytest.raises(InputError, match="status:begin"):
         replace_status("# R\n", "| new |\n")
+
+
+def test_a_wide_group_is_cut_into_the_fewest_even_runs_of_columns_that_fit_a_screen(tmp_path, metrics_dir):
+    _write_metrics(metrics_dir, "base")
+    table = _small_table()
+    table["column_groups"] = [{"id": "xe", "label": "Cross-Entropy Loss", "short": "XE"}]
+    table["columns"] = [{"key": m, "label": m, "group": "xe"} for m in METRICS]
+    long_label = "A model whose name alone takes up more than half of a screen (ResNet-152, 101 layers) [40]"
+    table["sections"] = [{"name": name, "rows": [{"label": f"{long_label} {name}", "values": dict.fromkeys(
+        (f"xe:{m}" for m in METRICS), 12.5), "variant": {"xe": "base"}}]} for name in ("Single", "Ensemble")]
+    md = build_table(load_table(_write_yaml(tmp_path, table)), metrics_dir, {"base"}).markdown
+    widths = [max(map(len, block.splitlines())) for block in md.split("\n## ")[1:]]
+    # the fewest runs: two runs of 4 columns beside this label would not fit
+    assert len(widths) == 3 and max(widths) <= WIDTH < len(f"| {long_label} Ensemble |" + " 12.5 / 70.0 |" * 4)
+    assert [line for line in md.splitlines() if line.startswith("## ")] == [
+        "## Cross-Entropy Loss (XE): BLEU-1, BLEU-2, BLEU-3", "## Cross-Entropy Loss (XE): BLEU-4, METEOR, ROUGE-L",
+        "## Cross-Entropy Loss (XE): CIDEr, SPICE"]
+    assert md.count("| **Ensemble** |") == 3 and md.count(f"| {long_label} Single |") == 3
+    assert f"| {long_label} Ensemble | 12.5 / 70.0 | 12.5 / 50.0 | 12.5 / 40.0 |" in md

@@ -105,6 +105,7 @@ def spine_stages(cfg: Config) -> dict:
         [world, raw / "karpathy", paths.CAPTIONS / "references", *stage_code("reference_points")], [],
         [paths.METRICS / "reference_points.json"])
     from .reports.claims import CLAIMS, SPREAD
+    from .reports.figures import FIGURES, PLOTS
     from .reports.tables import summary_name, table_file
 
     tabled = [p for p in PAPERS if cfg.paper(p).tables]
@@ -114,7 +115,8 @@ def spine_stages(cfg: Config) -> dict:
          *(table_file(t).relative_to(closures.SRC.parent).as_posix() for p in tabled for t in cfg.paper(p).tables),
          SPREAD, paths.METRICS / "data_profile.json",
          *(paths.METRICS / f"{n}.json" for n in [*cfg.systems(), *cfg.ensembles()]), *stage_code("index")],
-        [{str(paths.INDEX): {"cache": False}}, {str(CLAIMS): {"cache": False}}])
+        [{str(paths.INDEX): {"cache": False}}, {str(CLAIMS): {"cache": False}},
+         {str(FIGURES): {"cache": False}}, {str(PLOTS): {"cache": False}}])
     return stages
 
 
@@ -212,8 +214,9 @@ def tables_stage(cfg: Config, paper: str) -> dict:
 # ------------------------------------------------------------------------------------------------ files
 
 
-def render(stages: dict, what: str) -> str:
-    body = yaml.safe_dump({"stages": stages}, sort_keys=False, width=120, default_flow_style=False)
+def render(stages: dict, what: str, plots: list | None = None) -> str:
+    body = yaml.safe_dump({"stages": stages, **({"plots": plots} if plots else {})}, sort_keys=False, width=120,
+                          default_flow_style=False)
     return HEADER.format(what=what) + body
 
 
@@ -222,8 +225,12 @@ def expected_files(cfg: Config) -> dict[Path, str]:
     papers = {paper: stages for paper in PAPERS if (stages := paper_stages(cfg, paper))}
     spine = spine_stages(cfg)
     spine = {"code": code_stage(cfg, [spine, *papers.values()]), **spine}
+    from .reports.figures import dvc_plot_definitions
+
+    trained = {paper: [n for n in cfg.systems() if cfg.paper_of(n) == paper] for paper in PAPERS}
     files = {Path("dvc.yaml"): render(spine, "Shared stages (code closures, data, features, reference points) and "
-                                             "the index of every paper's tables.")}
+                                             "the index of every paper's tables; `dvc plots show` draws the "
+                                             "training curves.", dvc_plot_definitions(trained))}
     for paper, stages in papers.items():
         files[pipeline_file(paper)] = render(stages, f"The {paper} section of params.yaml: its systems, "
                                                      "ensembles and tables (stage paths relative to the root).")

@@ -41,6 +41,7 @@ CONFIDENCE = 0.95
 CLAIMS = Path("reports/claims.md")  # this page, linked first from reports/index.md
 SPREAD = Path("benchmarks/results/spread.json")  # how results move across CPUs and kernel paths (bench_spread.py)
 HOLDS, REVERSED, UNCLEAR = "holds", "reversed", "not distinguishable"
+PENDING = "pending"  # a claim whose systems are not all trained yet: no verdict
 METRIC_NAMES = {"CIDEr": "CIDEr-D"}  # our metric keys as the reader knows them
 SCST_NOTE = ("SCST over cross-entropy: on this world SCST raises test CIDEr-D for the X-LAN family but lowers it for "
              "the LSTM captioners; [docs/results.md](../docs/results.md) reports it and the convergence issue's probes "
@@ -185,14 +186,27 @@ def cross_cpu_spread(path: Path) -> float:
 
 @dataclass(frozen=True)
 class ClaimsPage:
+    """The page's Markdown and the verdict of every claim ({table id: {claim id: HOLDS, REVERSED, UNCLEAR or
+    PENDING}}, in the page's order)."""
     markdown: str
-    counts: dict[str, int]  # claims per verdict (HOLDS, REVERSED, UNCLEAR, "pending")
+    verdicts: dict[str, dict[str, str]]
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Claims per verdict (HOLDS, REVERSED, UNCLEAR, PENDING)."""
+        found = [v for table in self.verdicts.values() for v in table.values()]
+        return {verdict: found.count(verdict) for verdict in (HOLDS, REVERSED, UNCLEAR, PENDING)}
+
+    def held(self, table_ids: Sequence[str]) -> str:
+        """"k of m": of the m claims of the tables `table_ids`, the k that hold; "—" when they have none."""
+        found = [v for t in table_ids for v in self.verdicts.get(t, {}).values()]
+        return f"{found.count(HOLDS)} of {len(found)}" if found else "—"
 
     def summary(self) -> str:
         """One line of counts for the index, e.g. "14 claims: 3 hold, 1 reversed, 10 not distinguishable"."""
         c = self.counts
         parts = [f"{c[HOLDS]} hold", f"{c[REVERSED]} reversed", f"{c[UNCLEAR]} not distinguishable"]
-        parts += [f"{c['pending']} pending"] * bool(c["pending"])
+        parts += [f"{c[PENDING]} pending"] * bool(c[PENDING])
         return f"{sum(c.values())} claims: " + ", ".join(parts)
 
 
@@ -246,7 +260,7 @@ def _claim_row(claim: Claim, seeds: _Seeds, objective: dict[str, str],
     cells = [f"{claim.text} (`{claim.better}` > `{claim.worse}`{metric})",
              f"{_printed(claim.paper_worse)} → {_printed(claim.paper_better)}", _ours(worse), _ours(better)]
     if not better or not worse:
-        return cells + ["pending", ""], "pending", []
+        return cells + [PENDING, ""], PENDING, []
     verdict = judge(better, worse, seeds.spread(claim.metric, claim.scale))
     marks = ["[^pooled]"] * (verdict.test == "pooled")
     if (verdict.verdict != UNCLEAR and claim.metric == "CIDEr" and cpu_spread is not None
@@ -275,7 +289,7 @@ def build_claims(papers: dict[str, list[PaperTable]], groups: dict[str, tuple[st
     and objectives (`objectives`) of the trained systems, their metrics files and the cross-CPU spread in CIDEr-D
     points (None: not compared; `cpu_source` names where it was measured)."""
     seeds = _Seeds(groups, metrics_dir)
-    counts = {HOLDS: 0, REVERSED: 0, UNCLEAR: 0, "pending": 0}
+    verdicts: dict[str, dict[str, str]] = {}
     sections, used = [], set()
     for tables in papers.values():
         claims = [(t, c) for t in tables for c in t.claims]
@@ -284,7 +298,7 @@ def build_claims(papers: dict[str, list[PaperTable]], groups: dict[str, tuple[st
         rows, sources = [], []
         for table, claim in claims:
             cells, verdict, marks = _claim_row(claim, seeds, objective, cpu_spread)
-            counts[verdict] += 1
+            verdicts.setdefault(table.id, {})[claim.id] = verdict
             used.update(marks)
             rows.append(_md_row(cells))
             sources += _source(table, claim)
@@ -308,7 +322,7 @@ def build_claims(papers: dict[str, list[PaperTable]], groups: dict[str, tuple[st
     for mark, note in notes.items():
         if mark in used:
             lines += [*_wrap(f"{mark}: {note}", "    "), ""]
-    return ClaimsPage("\n".join(lines).rstrip("\n") + "\n", counts)
+    return ClaimsPage("\n".join(lines).rstrip("\n") + "\n", verdicts)
 
 
 def _method(papers: dict[str, list[PaperTable]], seeds: _Seeds, cpu_spread: float | None, cpu_source: str) -> str:

@@ -2,8 +2,9 @@
 
 Each results table of a paper is transcribed once into `reports/paper_tables/<id>.yaml` (this package's
 `paper_tables/`). Keeping the paper's numbers as data, not code, lets the loader check the transcription
-strictly and lets one small builder render every table the same honest way: paper and ours side by side,
-the data profile named in the header, cited rows kept, missing results shown as "pending", never a number.
+strictly and lets one small builder render every table the same honest way: paper and ours side by side in one
+cell "paper / ours", one sub-table per column group (cut further to fit WIDTH), the data profile named in the
+header, cited rows kept, missing results shown as "pending", never a number.
 
 YAML format (every key below is the complete set; anything else is an error)::
 
@@ -75,7 +76,7 @@ import os
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, Sequence
 
 import yaml
 
@@ -85,6 +86,7 @@ from crossmodal.io import InputError, read_json, write_json, write_text
 
 REFERENCE_LABELS = {"constant_caption": "Constant caption", "human_ceiling": "Human ceiling"}
 REFERENCE_HEADING = "Reference points (ours, same test split)"
+WIDTH = 145  # the widest line a Markdown sub-table may have (a normal screen), where cutting its columns can reach it
 KINDS = ("reproduced", "server_only", "pending", "cited")  # a row's kind, in the order the index counts them
 STILL_IMPROVING = ("Best validation epoch = last epoch of a run that reached `train.max_epochs`: still improving "
                    "when its schedule ended, so it may be under-trained")
@@ -536,6 +538,44 @@ def _md_row(cells: list[str]) -> str:
 
 
 @dataclass(frozen=True)
+class _MdRow:
+    """A Markdown row of every sub-table: its label cells and its cell per column id (none: a section heading)."""
+    labels: list[str]
+    cells: dict[str, str]
+
+
+def _markdown_tables(table: PaperTable, rows: list[_MdRow]) -> list[str]:
+    """The Markdown lines of the table: one sub-table per column group (headed by the group's label and short name, in
+    the order of the columns; columns of no group first), each repeating every row with its labels, its cells
+    "paper / ours" right-aligned. A sub-table whose lines would be wider than WIDTH is cut into the fewest runs of
+    consecutive columns, even in size, that fit (down to one column each), each heading naming its columns."""
+    parts: dict[str | None, list[Column]] = {}
+    for c in table.columns:
+        parts.setdefault(c.group, []).append(c)
+    groups = {g.id: g for g in table.column_groups}
+    labels = [f.label for f in table.label_fields]
+
+    def sub_table(columns: list[Column]) -> list[str]:
+        return ["", _md_row(labels + [c.label for c in columns]), "|" + "---|" * len(labels) + "---:|" * len(columns),
+                *(_md_row(row.labels + [row.cells.get(c.id, "") for c in columns]) for row in rows)]
+
+    lines = []
+    for group, columns in sorted(parts.items(), key=lambda part: part[0] is not None):
+        title = None if group is None else f"{groups[group].label} ({groups[group].short})"
+        for n in range(1, len(columns) + 1):
+            size = -(-len(columns) // n)
+            runs = [columns[i:i + size] for i in range(0, len(columns), size)]
+            tables = [sub_table(run) for run in runs]
+            if max(len(line) for t in tables for line in t) <= WIDTH:
+                break
+        for run, sub in zip(runs, tables):
+            span = ", ".join(c.label for c in run) if len(runs) > 1 else None
+            heading = ": ".join(filter(None, [title, span]))
+            lines += ["", f"## {heading}", *sub] if heading else sub
+    return lines
+
+
+@dataclass(frozen=True)
 class BuiltTable:
     markdown: str
     csv: str
@@ -550,13 +590,11 @@ def build_table(table: PaperTable, metrics_dir: str | os.PathLike, registered_va
     n_labels = len(table.label_fields)
     scale = {c.id: table.scale if c.scale is None else c.scale for c in table.columns}
     short = {g.id: g.short for g in table.column_groups}
-    header = [f.label for f in table.label_fields]
     csv_header = ["section"] + [f.key for f in table.label_fields] + ["kind", "variant"]
     for c in table.columns:
-        prefix = f"{short[c.group]} " if c.group else ""
-        header += [f"{prefix}{c.label} paper", f"{prefix}{c.label} ours"]
         csv_header += [f"{c.id}_paper", f"{c.id}_ours"]
-    md_rows, csv_rows = [], []
+    md_rows: list[_MdRow] = []
+    csv_rows = []
     counts = dict.fromkeys(KINDS, 0)
 
     def our_cell(test: dict | None, c: Column, where: str) -> tuple[str, float | None]:
@@ -572,7 +610,7 @@ def build_table(table: PaperTable, metrics_dir: str | os.PathLike, registered_va
         return _fmt(value * scale[c.id], table.decimals), value * scale[c.id]
 
     def heading(text: str) -> None:
-        md_rows.append(_md_row([f"**{text}**"] + [""] * (len(header) - 1)))
+        md_rows.append(_MdRow([f"**{text}**"] + [""] * (n_labels - 1), {}))
 
     for section in table.sections:
         if len(table.sections) > 1:
@@ -597,7 +635,7 @@ def build_table(table: PaperTable, metrics_dir: str | os.PathLike, registered_va
                           and (item := still_improving(name, results.metrics(name)))]
                 labels[0] += "".join(dict.fromkeys(marks))  # one mark each, however many systems it names
             counts[kind] += 1
-            cells, numbers = [], []
+            cells, numbers = {}, []
             for c in table.columns:
                 paper = row.values[c.id]
                 paper_text = "-" if paper is None else _fmt(paper, max(table.decimals, _decimals_of(paper)))
@@ -607,9 +645,9 @@ def build_table(table: PaperTable, metrics_dir: str | os.PathLike, registered_va
                     variant = row.variant_for(c)
                     test = results.test(variant) if variant else None
                     ours, ours_num = our_cell(test, c, str(metrics_dir / f"{variant}.json"))
-                cells += [paper_text, ours]
+                cells[c.id] = f"{paper_text} / {ours}"
                 numbers += [_csv_num(paper), _csv_num(ours_num)]
-            md_rows.append(_md_row(labels + cells))
+            md_rows.append(_MdRow(labels, cells))
             variant_text = (";".join(f"{g}={v}" for g, v in row.variant.items()) if isinstance(row.variant, dict)
                             else row.variant or "")
             csv_rows.append([section.name] + [row.labels[f.key] for f in table.label_fields]
@@ -635,12 +673,11 @@ def build_table(table: PaperTable, metrics_dir: str | os.PathLike, registered_va
                                     f'"{_text(point["caption"], where + ": caption")}".')
             if point.get("note"):
                 label += notes.mark(_text(point["note"], where + ": note"))
-            cells, numbers = [], []
+            cells, numbers = {}, []
             for c in table.columns:
-                ours, ours_num = our_cell(point["test"], c, where)
-                cells += ["", ours]
+                cells[c.id], ours_num = our_cell(point["test"], c, where)
                 numbers += ["", _csv_num(ours_num)]
-            md_rows.append(_md_row([label] + [""] * (n_labels - 1) + cells))
+            md_rows.append(_MdRow([label] + [""] * (n_labels - 1), cells))
             csv_rows.append([REFERENCE_HEADING, plain] + [""] * (n_labels - 1)
                             + ["reference", ""] + numbers)
 
@@ -653,16 +690,16 @@ def build_table(table: PaperTable, metrics_dir: str | os.PathLike, registered_va
         *([line, ""] if (line := results.environment_line()) else []),
         f"Source: {table.source_table}. {table.caption}",
         "",
-        f"Paper values as printed ({table.unit}); ours = our test-split value × {table.scale:g}. "
-        '"pending": not trained yet; "cited": another system, not retrained here'
-        + ('; "server only": only the COCO test server computes it.' if any(c.server_only for c in table.columns)
-           else "."),
+        f'Each cell reads "paper / ours": the paper\'s value as printed ({table.unit}; "-": none printed) / our '
+        f'test-split value × {table.scale:g}. Instead of ours, "pending": not trained yet; "cited": another system, '
+        "not retrained here"
+        + ('; "server only": only the COCO test server computes it' if any(c.server_only for c in table.columns)
+           else "")
+        + (". Reference points: ours alone." if table.reference_points else "."),
     ]
     if table.note:
         lines += ["", table.note]
-    if table.column_groups:
-        lines += ["", "; ".join(f"{g.short} = {g.label}" for g in table.column_groups) + "."]
-    lines += ["", _md_row(header), "|" + "---|" * len(header), *md_rows]
+    lines += _markdown_tables(table, md_rows)
     if notes.texts or notes.symbols:
         lines += ["", *notes.lines()]
     buf = io.StringIO()
@@ -708,27 +745,47 @@ def summary_name(paper: str) -> str:
     return f"{paper}.summary.json"
 
 
+class Verdicts(Protocol):
+    """What the index and the status table read of the claims page (claims.ClaimsPage, not imported: the `tables`
+    stage's code closure stays without claims.py)."""
+
+    def summary(self) -> str:
+        """One line of counts of the claims by verdict."""
+
+    def held(self, table_ids: Sequence[str]) -> str:
+        """"k of m": of the m claims of the tables `table_ids`, the k that hold; "—" when they have none."""
+
+
 def build_index(summaries: list[Path], tables_dir: Path, index_path: Path, metrics_dir: Path | None = None,
                 systems: dict[str, str] | None = None, status: str | None = None,
-                claims: tuple[Path, str] | None = None) -> None:
-    """reports/index.md: first the link to the claims page (`claims`: its path and a line of counts), then the
+                claims: tuple[Path, Verdicts] | None = None, sections: list[str] = ()) -> None:
+    """reports/index.md: first the link to the claims page (`claims`: its path and the page) with its counts, then the
     papers' status (`status`, from build_status), every built table with its source and row counts from the papers'
-    summaries; then every trained system ({name: paper}) with its test scores from `metrics_dir`."""
+    summaries (and, with the claims page, how many of its claims hold); then every trained system ({name: paper})
+    with its test scores from `metrics_dir`. `sections`: Markdown lines placed between the tables and the systems
+    (the figures' list)."""
     head, index = ["# Reproduced tables"], []
+    page = claims[1] if claims else None
     if claims:
         link = Path(os.path.relpath(claims[0], index_path.parent)).as_posix()
-        head += ["", f"**Start here: [the papers' claims, tested over seeds]({link})** ({claims[1]})."]
+        head += ["", f"**Start here: [the papers' claims, tested over seeds]({link})** ({page.summary()})."]
     if status:
         index += ["## Status of the papers", "", status.rstrip("\n"), "", "## Tables", ""]
-    index += ["Each table sets the paper's numbers and ours side by side; its header names the data we ran on. "
-              "Rows: reproduced (our numbers beside the paper's), server only (ours, but only the COCO test server "
-              "scores them), pending (not trained yet), cited (another system, kept as printed).", "",
-              "| Table | Source | Paper | Reproduced | Server only | Pending | Cited |", "|---|---|---|---|---|---|---|"]
+    index += ["Each table sets the paper's numbers and ours side by side, \"paper / ours\" in each cell; its header "
+              "names the data we ran on. Rows: reproduced (our numbers beside the paper's), server only (ours, but "
+              "only the COCO test server scores them), pending (not trained yet), cited (another system, kept as "
+              "printed)." + (" Claims that hold: of the orderings the paper asserts in that table, how many hold over "
+                             "seeds (the claims page, linked above)." if page else ""), "",
+              "| Table | Source | Paper | Reproduced | Server only | Pending | Cited |"
+              + " Claims that hold |" * bool(page), "|---|---|---|---|---|---|---|" + "---|" * bool(page)]
     rows = sorted((entry for path in summaries for entry in read_json(path)), key=lambda e: e["id"])
     for entry in rows:
         link = Path(os.path.relpath(tables_dir / f"{entry['id']}.md", index_path.parent)).as_posix()
         index.append(_md_row([f"[{entry['id']}]({link})", entry["table"], entry["paper"],
-                              *(str(entry.get(kind, 0)) for kind in KINDS)]))
+                              *(str(entry.get(kind, 0)) for kind in KINDS),
+                              *([page.held([entry["id"]])] if page else [])]))
+    if sections:
+        index += ["", *sections]
     if systems:
         results = _Results(metrics_dir, set(systems))
         index += ["", "## Trained systems", "", "Test split, x100, beam search; params.yaml `<paper>.systems` and "
@@ -757,11 +814,12 @@ STATUS_END = "<!-- status:end -->"
 
 
 def build_status(summaries: dict[str, Path], systems: dict[str, str], ensembles: dict[str, str],
-                 metrics_dir: Path) -> str:
+                 metrics_dir: Path, claims: Verdicts) -> str:
     """The status table of the papers (Markdown, with its notes): per paper of STATUS_PAPERS, the tables
     transcribed (`summaries`: {paper: its <paper>.summary.json}, papers without tables left out), the systems
-    ({name: paper}) and ensembles trained (those with a metrics file in `metrics_dir`), and the rows of its tables
-    by kind. reports/index.md and the README show the same text (scripts/readme_status.py)."""
+    ({name: paper}) and ensembles trained (those with a metrics file in `metrics_dir`), the rows of its tables
+    by kind and how many of its tables' claims hold on the claims page (`claims`). reports/index.md and the README
+    show the same text (scripts/readme_status.py)."""
     lines = ["| Paper | Tables | Systems | Stopped by patience | Reproduced | Server only | Pending | Cited "
              "| Claims that hold |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
 
@@ -779,7 +837,7 @@ def build_status(summaries: dict[str, Path], systems: dict[str, str], ensembles:
         entries = read_json(summaries[paper])
         counts = {kind: sum(e.get(kind, 0) for e in entries) for kind in KINDS}
         lines.append(_md_row([name, f"{len(entries)}: " + ", ".join(e["table"] for e in entries), *runs,
-                              *(str(counts[kind]) for kind in KINDS), "—"]))
+                              *(str(counts[kind]) for kind in KINDS), claims.held([e["id"] for e in entries])]))
     shared = [s for s, p in {**systems, **ensembles}.items() if p == SHARED_SECTION]
     lines += ["", "Rows of the papers' tables: *reproduced* ones hold our numbers beside the paper's; *server only* ones "
               "are trained, but every column needs the COCO test server (the pipeline writes the submission file); "
@@ -791,7 +849,8 @@ def build_status(summaries: dict[str, Path], systems: dict[str, str], ensembles:
                       f"{stopped_by_patience([s for s in shared if s in systems], metrics_dir)} stopped by patience.")
     lines[-1] += (" Stopped by patience: runs whose validation metric had not improved for `train.patience` epochs "
                   "when they stopped, of the runs trained (the others reached `train.max_epochs`).")
-    lines[-1] += " Claims that hold: the papers' claims are not recorded yet."
+    lines[-1] += (" Claims that hold: of the orderings that a paper's tables and text assert, how many hold over "
+                  "seeds; `reports/claims.md` states the test and gives each claim its verdict and effect size.")
     lines[-1:] = textwrap.wrap(lines[-1], width=116, break_long_words=False, break_on_hyphens=False)
     return "\n".join(lines) + "\n"
 

@@ -1,7 +1,9 @@
 """Stage `index`: reports/claims.md, the papers' claims tested over seeds (reports/claims.py), and reports/index.md,
 which links it first, then the status of the papers (the README shows the same table), every paper's built tables
-with their sources and row counts, and every trained system and ensemble with its test scores. It depends on all of
-them, so `dvc repro` at the root rebuilds every stage of every paper."""
+with their sources, row counts and claims that hold, the training-curve figures (reports/figures/, with the
+`dvc plots` data in reports/plots/), and every trained system and ensemble with its test scores; then it tags each
+system's MLflow run with its paper, table rows and seed. It depends on all of them, so `dvc repro` at the root
+rebuilds every stage of every paper."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,7 +12,9 @@ from .. import paths
 from ..config import PAPERS
 from ..io import write_text
 from ..reports.claims import CLAIMS, SPREAD, ClaimsPage, build_claims, cross_cpu_spread, objectives, seed_groups
-from ..reports.tables import build_index, build_status, load_tables, summary_name
+from ..reports.figures import FIGURES, PLOTS, figure_index_lines, write_figures
+from ..reports.runs import tag_runs
+from ..reports.tables import STATUS_PAPERS, build_index, build_status, load_tables, summary_name
 
 
 def summaries(cfg, root: Path) -> dict[str, Path]:
@@ -18,11 +22,12 @@ def summaries(cfg, root: Path) -> dict[str, Path]:
     return {paper: root / paths.TABLES / summary_name(paper) for paper in PAPERS if cfg.paper(paper).tables}
 
 
-def status(cfg, root: Path) -> str:
-    """The status table of the papers, from the committed summaries and metrics (scripts/readme_status.py)."""
+def status(cfg, root: Path, page: ClaimsPage | None = None) -> str:
+    """The status table of the papers, from the committed summaries and metrics and the claims page (`page`, built
+    here from them when not given; scripts/readme_status.py)."""
     systems = {name: cfg.paper_of(name) for name in cfg.systems()}
     ensembles = {name: cfg.paper_of(name) for name in cfg.ensembles()}
-    return build_status(summaries(cfg, root), systems, ensembles, root / paths.METRICS)
+    return build_status(summaries(cfg, root), systems, ensembles, root / paths.METRICS, page or claims(cfg, root))
 
 
 def claims(cfg, root: Path) -> ClaimsPage:
@@ -34,9 +39,20 @@ def claims(cfg, root: Path) -> ClaimsPage:
                         cross_cpu_spread(root / SPREAD), f"[{spread_md}](../{spread_md})")
 
 
+def figures(cfg, root: Path) -> list[str]:
+    """Every trained system's training-curve PNG and `dvc plots` file, every paper's overview (reports/figures.py);
+    returns the index's section that lists them."""
+    owners = {name: cfg.paper_of(name) for name in cfg.systems()}
+    papers = {paper: [n for n, owner in owners.items() if owner == paper] for paper in dict.fromkeys(owners.values())}
+    written = write_figures(root / paths.METRICS, root / FIGURES, papers, root / PLOTS, seed_groups(cfg),
+                            STATUS_PAPERS)
+    return figure_index_lines(written, root / paths.INDEX, STATUS_PAPERS, root / PLOTS)
+
+
 def run(cfg, root: Path, args) -> None:
     systems = {name: cfg.paper_of(name) for name in [*cfg.systems(), *cfg.ensembles()]}
     page = claims(cfg, root)
     write_text(root / CLAIMS, page.markdown)
     build_index(list(summaries(cfg, root).values()), root / paths.TABLES, root / paths.INDEX, root / paths.METRICS,
-                systems, status(cfg, root), (root / CLAIMS, page.summary()))
+                systems, status(cfg, root, page), (root / CLAIMS, page), figures(cfg, root))
+    tag_runs(cfg, root)  # MLflow's runs by paper, table rows and seed (reports/runs.py)

@@ -1,0 +1,400 @@
+"""Training curves as figures: per-epoch validation CIDEr-D of every trained system, as static PNGs for the repository
+and as per-epoch data files for `dvc plots show` / `dvc plots diff` (whose HTML needs a CDN; the PNGs do not).
+
+Inputs are the metrics files the training stages write (`reports/metrics/<system>.json`): `history` (one row per
+epoch: `epoch`, `train_loss`, `lr`, `val_CIDEr`, and for SCST the rewards `train_CIDEr_sample` and
+`train_CIDEr_greedy`), `best_epoch` and `stopped_by`. Ensembles and reference points have no history: skipped.
+Caption metrics are on the metrics files' 0-10 scale there; the figures print them x100, as the tables do.
+
+Outputs (`write_figures`):
+
+- `<figures>/curves/<system>.png`: validation CIDEr-D per epoch with the best epoch marked and what stopped the run
+  in the title; for SCST runs also the rewards; below, the training loss and the learning rate;
+- `<figures>/<paper>_curves.png`: every system of a paper on one axis, cross-entropy and SCST runs in two panels,
+  the seeds of one system (`seeds`) in one colour;
+- `<plots>/<system>.json`: the history as a top-level list of records (epoch first, numeric values only), the form
+  `dvc plots` reads.
+
+The PNG bytes are a pure function of the inputs and the pinned matplotlib and Pillow: drawn on the Agg canvas with
+matplotlib's default style (a user's matplotlibrc changes nothing), at a fixed size and dpi, then encoded by
+`drawing.png_bytes`, which writes no metadata chunk (matplotlib's own PNG writer adds a `Software` text chunk with
+its version). So an unchanged rerun leaves git and DVC with the same files. Every file is written atomically.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import matplotlib
+import matplotlib.style
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
+from PIL import Image
+
+from ..io import InputError, atomic_path, read_json, write_text
+from .drawing import png_bytes
+
+SCALE = 100  # the tables' scale of caption metrics (tasks/captioning.py SCALE; not imported: it pulls in torch)
+METRIC = "val_CIDEr"  # the validation metric the best epoch maximises (tasks/captioning.py Captioning.metric)
+METRIC_LABEL = "validation CIDEr-D (x100)"
+REWARDS = {"train_CIDEr_sample": "reward: sampled captions", "train_CIDEr_greedy": "reward: greedy (baseline)"}
+LOSS, LR = "train_loss", "lr"
+STOPPED = ("patience", "max_epochs")  # the trainer's `stopped_by` values
+
+FIGURES = Path("reports/figures")
+PLOTS = Path("reports/plots")
+CURVES = "curves"  # the per-system PNGs' folder under the figures folder
+DPI = 100
+SYSTEM_SIZE = (7.2, 5.6)  # inches: 720 x 560 pixels
+OVERVIEW_SIZE = (12.0, 5.6)  # 1200 x 560 pixels: cross-entropy and SCST side by side
+STYLE = {"font.size": 10, "axes.titlesize": 10, "legend.fontsize": 8.5, "axes.grid": True, "grid.alpha": 0.3,
+         "figure.facecolor": "white", "axes.facecolor": "white"}
+
+TOP, BOTTOM = "metric", "loss"  # the panels of a system's figure (system_series)
+
+
+@dataclass(frozen=True)
+class Curves:
+    """One trained system's per-epoch history, checked: `rows` are the history's records with numeric values only
+    (epoch first), `best_epoch` one of their epochs, `stopped_by` the trainer's reason (None when not recorded)."""
+    system: str
+    rows: tuple[dict, ...]
+    best_epoch: int
+    stopped_by: str | None
+    objective: str | None = None
+    path: Path | None = field(default=None, compare=False)
+
+    @property
+    def epochs(self) -> list[int]:
+        return [row["epoch"] for row in self.rows]
+
+    def values(self, key: str, scale: float = 1.0) -> list[float]:
+        """The values of `key` per epoch (times `scale`), NaN where a row lacks it (matplotlib leaves a gap)."""
+        return [row[key] * scale if key in row else math.nan for row in self.rows]
+
+    def has(self, key: str) -> bool:
+        return any(key in row for row in self.rows)
+
+    @property
+    def scst(self) -> bool:
+        """Whether the run logged SCST's rewards (an SCST run does; the objective field is not needed)."""
+        return all(self.has(key) for key in REWARDS)
+
+    @property
+    def best_value(self) -> float:
+        return self.rows[self.epochs.index(self.best_epoch)][METRIC]
+
+    @property
+    def stop_note(self) -> str:
+        epochs = f"{len(self.rows)} epoch{'s' if len(self.rows) != 1 else ''}"
+        if self.stopped_by is None:
+            return f"{epochs}, stop reason not recorded"
+        return f"stopped by {self.stopped_by.replace('_', ' ')} after {epochs}"
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def read_curves(path: str | os.PathLike, system: str | None = None) -> Curves | None:
+    """The checked history of a metrics file, or None when it has none (an ensemble, the reference points).
+
+    InputError, naming the file, when the file is missing or not JSON, not an object, or its history is not a
+    non-empty list of rows that each carry an integer `epoch` (increasing) and a numeric `val_CIDEr`, or its
+    `best_epoch` is not one of those epochs, or `stopped_by` is not a string. Keys whose value is not a number (or
+    is not finite) are left out of the rows."""
+    path = Path(path)
+    data = read_json(path)
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: expected a JSON object (a metrics file), found {type(data).__name__}")
+    if "history" not in data:
+        return None
+    history = data["history"]
+    if not isinstance(history, list) or not history:
+        raise InputError(f"{path}: 'history' must be a non-empty list of per-epoch rows, found "
+                         f"{json.dumps(history)[:60] if not isinstance(history, list) else 'an empty list'}")
+    rows, previous = [], 0
+    for k, row in enumerate(history):
+        where = f"history[{k}]"
+        if not isinstance(row, dict):
+            raise InputError(f"{path}: {where} is not an object ({type(row).__name__})")
+        epoch = row.get("epoch")
+        if not isinstance(epoch, int) or isinstance(epoch, bool):
+            raise InputError(f"{path}: {where} has no integer 'epoch' (found {epoch!r})")
+        if epoch <= previous:
+            raise InputError(f"{path}: {where}.epoch is {epoch}, not after the previous row's {previous}")
+        if not _number(row.get(METRIC)) or not math.isfinite(row[METRIC]):
+            raise InputError(f"{path}: {where} has no numeric '{METRIC}' (found {row.get(METRIC)!r})")
+        rows.append({"epoch": epoch, **{key: value for key, value in row.items()
+                                        if key != "epoch" and _number(value) and math.isfinite(value)}})
+        previous = epoch
+    best = data.get("best_epoch")
+    if not isinstance(best, int) or isinstance(best, bool) or best not in [row["epoch"] for row in rows]:
+        raise InputError(f"{path}: 'best_epoch' must be one of the history's epochs "
+                         f"({rows[0]['epoch']}-{rows[-1]['epoch']}), found {best!r}")
+    stopped = data.get("stopped_by")
+    if stopped is not None and not isinstance(stopped, str):
+        raise InputError(f"{path}: 'stopped_by' must be a string ({' or '.join(STOPPED)}), found {stopped!r}")
+    objective = data.get("objective") if isinstance(data.get("objective"), str) else None
+    return Curves(system or path.stem, tuple(rows), best, stopped, objective, path)
+
+
+# ---------------------------------------------------------------- what is drawn
+
+
+@dataclass(frozen=True)
+class Series:
+    """One line of a figure: its label, the epochs and the values (on the scale drawn)."""
+    label: str
+    x: list[int]
+    y: list[float]
+
+
+def system_series(curves: Curves) -> dict[str, dict[str, Series]]:
+    """What a system's figure draws, by panel: TOP holds the validation metric x100 and, for SCST runs, the two
+    rewards x100; BOTTOM the training loss and the learning rate (each when logged). Keyed by the history's keys."""
+    x = curves.epochs
+    top = {METRIC: Series(METRIC_LABEL, x, curves.values(METRIC, SCALE))}
+    if curves.scst:
+        top |= {key: Series(label, x, curves.values(key, SCALE)) for key, label in REWARDS.items()}
+    bottom = {key: Series(label, x, curves.values(key)) for key, label in ((LOSS, "training loss"),
+                                                                            (LR, "learning rate"))
+              if curves.has(key)}
+    return {TOP: top, BOTTOM: bottom}
+
+
+def _title(curves: Curves) -> str:
+    kind = {"xe": "cross-entropy", "scst": "SCST"}.get(curves.objective or "", curves.objective)
+    return f"{curves.system}" + (f" ({kind})" if kind else "") + f": {curves.stop_note}"
+
+
+def system_figure(curves: Curves) -> Figure:
+    """A system's figure: validation CIDEr-D x100 per epoch with the best epoch marked (and SCST's rewards) above,
+    the training loss (left axis) and the learning rate (right axis, log scale) below. Each line's gid is its
+    history key (the best-epoch marker's is "best")."""
+    series = system_series(curves)
+    fig = Figure(figsize=SYSTEM_SIZE, dpi=DPI, layout="constrained")
+    top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=[3, 2])
+    colours = {METRIC: "C0", "train_CIDEr_sample": "C1", "train_CIDEr_greedy": "C2", LOSS: "C3", LR: "0.45"}
+    for key, line in series[TOP].items():
+        top.plot(line.x, line.y, marker="o" if key == METRIC else ".", markersize=4 if key == METRIC else 3,
+                 linewidth=2 if key == METRIC else 1.2, color=colours[key], label=line.label, gid=key,
+                 linestyle="-" if key == METRIC else "--")
+    best = curves.best_value * SCALE
+    top.axvline(curves.best_epoch, color="C0", linestyle=":", linewidth=1)
+    top.plot([curves.best_epoch], [best], marker="*", markersize=14, color="C0", markeredgecolor="black",
+             linestyle="none", gid="best", label=f"best: epoch {curves.best_epoch}, {best:.1f}")
+    top.set_ylabel("CIDEr-D (x100)")
+    top.legend(loc="best")
+    top.set_title(_title(curves))
+    if LOSS in series[BOTTOM]:
+        line = series[BOTTOM][LOSS]
+        bottom.plot(line.x, line.y, marker=".", color=colours[LOSS], label=line.label, gid=LOSS)
+        bottom.set_ylabel("training loss")
+    if LR in series[BOTTOM]:
+        line = series[BOTTOM][LR]
+        lr_axis = bottom.twinx()
+        lr_axis.step(line.x, line.y, where="mid", color=colours[LR], linestyle="--", linewidth=1, label=line.label,
+                     gid=LR)
+        if all(v > 0 for v in line.y if not math.isnan(v)):
+            lr_axis.set_yscale("log")
+        lr_axis.set_ylabel("learning rate", color=colours[LR])
+        lr_axis.grid(False)
+        handles = bottom.get_legend_handles_labels()[0] + lr_axis.get_legend_handles_labels()[0]
+        bottom.legend(handles=handles, loc="best")
+    elif LOSS in series[BOTTOM]:
+        bottom.legend(loc="best")
+    bottom.set_xlabel("epoch")
+    bottom.xaxis.set_major_locator(MaxNLocator(integer=True))
+    return fig
+
+
+def overview_groups(curves: Sequence[Curves], seeds: Mapping[str, Sequence[str]] | None = None
+                    ) -> list[list[Curves]]:
+    """`curves` grouped by seed group (`seeds`: {system: its group}, as claims.seed_groups gives), each group led by
+    its member that comes first in `curves` (the table order), the groups in the order of their leads. A system
+    that `seeds` does not name is a group of one."""
+    order = {c.system: k for k, c in enumerate(curves)}
+    groups: dict[str, list[Curves]] = {}
+    for c in curves:
+        group = [name for name in (seeds or {}).get(c.system, ()) if name in order] or [c.system]
+        groups.setdefault(min(group + [c.system], key=order.__getitem__), []).append(c)
+    return list(groups.values())
+
+
+def overview_figure(paper: str, curves: Sequence[Curves], seeds: Mapping[str, Sequence[str]] | None = None,
+                    title: str | None = None) -> Figure:
+    """Every system of a paper on one axis per objective (cross-entropy left, SCST right, when both are there):
+    validation CIDEr-D x100 per epoch, each system's best epoch starred. The seeds of one system share its colour:
+    the system's line is bold and labelled with the number of seeds, the other seeds' lines are thin and unlabelled.
+    Each line's gid is its system's name."""
+    panels = [(label, [c for c in curves if c.scst == scst]) for label, scst in (("cross-entropy", False),
+                                                                                 ("SCST", True))]
+    panels = [(label, members) for label, members in panels if members]
+    width = OVERVIEW_SIZE[0] if len(panels) > 1 else OVERVIEW_SIZE[0] * 0.6
+    fig = Figure(figsize=(width, OVERVIEW_SIZE[1]), dpi=DPI, layout="constrained")
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    for ax, (label, members) in zip(axes, panels):
+        groups = overview_groups(members, seeds)
+        palette = matplotlib.colormaps["tab10" if len(groups) <= 10 else "tab20"]
+        for k, group in enumerate(groups):
+            colour = palette(k % palette.N)
+            for j, c in enumerate(group):
+                lead = j == 0
+                name = c.system + (f" ({len(group)} seeds)" if lead and len(group) > 1 else "")
+                ax.plot(c.epochs, c.values(METRIC, SCALE), color=colour, linewidth=1.8 if lead else 0.8,
+                        alpha=1.0 if lead else 0.6, marker="." if lead else None, markersize=3,
+                        label=name if lead else None, gid=c.system)
+                ax.plot([c.best_epoch], [c.best_value * SCALE], marker="*", markersize=9 if lead else 6,
+                        color=colour, markeredgecolor="black", markeredgewidth=0.5, linestyle="none",
+                        alpha=1.0 if lead else 0.6)
+        ax.set_title(f"{label}: {len(members)} run{'s' if len(members) != 1 else ''}")
+        ax.set_xlabel("epoch")
+        ax.set_ylabel(METRIC_LABEL)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.legend(loc="best", ncol=1 if len(groups) <= 8 else 2)
+    fig.suptitle(f"{title or paper}: validation CIDEr-D per epoch (star: best epoch, the model kept)")
+    return fig
+
+
+def figure_png(fig: Figure) -> bytes:
+    """`fig` drawn on the Agg canvas at its own size and dpi, as PNG bytes without metadata chunks."""
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    image = Image.fromarray(np.asarray(canvas.buffer_rgba())).convert("RGB")  # the figure is opaque (white)
+    return png_bytes(image)
+
+
+def _drawn(draw, *args, **kwargs) -> bytes:
+    """The PNG of `draw(*args, **kwargs)` under matplotlib's default style plus STYLE, whatever the user's rc."""
+    with matplotlib.style.context("default"), matplotlib.rc_context(STYLE):
+        return figure_png(draw(*args, **kwargs))
+
+
+def system_png(curves: Curves) -> bytes:
+    return _drawn(system_figure, curves)
+
+
+def overview_png(paper: str, curves: Sequence[Curves], seeds: Mapping[str, Sequence[str]] | None = None,
+                 title: str | None = None) -> bytes:
+    return _drawn(overview_figure, paper, curves, seeds, title)
+
+
+# ---------------------------------------------------------------- files
+
+
+def plots_json(curves: Curves) -> str:
+    """The `dvc plots` data of a system: its history as a top-level JSON list of records, one per line."""
+    return "[\n" + ",\n".join(f"  {json.dumps(row)}" for row in curves.rows) + "\n]\n"
+
+
+def _write_bytes(path: Path, data: bytes) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
+
+
+def curve_path(out_dir: Path, system: str) -> Path:
+    return Path(out_dir) / CURVES / f"{system}.png"
+
+
+def overview_path(out_dir: Path, paper: str) -> Path:
+    return Path(out_dir) / f"{paper}_curves.png"
+
+
+def plots_path(plots_dir: Path, system: str) -> Path:
+    return Path(plots_dir) / f"{system}.json"
+
+
+def write_figures(metrics_dir: str | os.PathLike, out_dir: str | os.PathLike, papers: Mapping[str, Sequence[str]],
+                  plots_dir: str | os.PathLike | None = None, seeds: Mapping[str, Sequence[str]] | None = None,
+                  titles: Mapping[str, str] | None = None) -> dict[str, list[Path]]:
+    """Write every trained system's curve PNG and `dvc plots` file and every paper's overview PNG.
+
+    `papers`: {paper: its systems (and ensembles) in table order}; each system's metrics file is
+    `metrics_dir/<system>.json` (a missing or malformed one is an InputError naming it; one without history is
+    skipped). `plots_dir` defaults to `out_dir`'s sibling `plots` (reports/figures -> reports/plots). `seeds`:
+    {system: its seed group} (claims.seed_groups) to colour seeds alike in the overviews; `titles`: {paper: the
+    name its overview shows}. Files of this module's kinds that no longer belong to a system or paper (a removed
+    system) are deleted: `out_dir/curves/*.png`, `out_dir/*_curves.png`, `plots_dir/*.json`.
+
+    Returns {paper: [its overview, then each system's curve PNG in `papers` order]}, papers without a trained
+    system left out; the `dvc plots` files are `plots_path(plots_dir, system)` of the same systems."""
+    metrics_dir, out_dir = Path(metrics_dir), Path(out_dir)
+    plots_dir = Path(plots_dir) if plots_dir is not None else out_dir.parent / "plots"
+    loaded = {paper: [c for c in (read_curves(metrics_dir / f"{name}.json", name) for name in names) if c]
+              for paper, names in papers.items()}  # every file checked before anything is written
+    written: dict[str, list[Path]] = {}
+    keep: set[Path] = set()
+    for paper, curves in loaded.items():
+        if not curves:
+            continue
+        files = [overview_path(out_dir, paper)]
+        _write_bytes(files[0], overview_png(paper, curves, seeds, (titles or {}).get(paper)))
+        for c in curves:
+            files.append(curve_path(out_dir, c.system))
+            _write_bytes(files[-1], system_png(c))
+            write_text(plots_path(plots_dir, c.system), plots_json(c))
+            keep.add(plots_path(plots_dir, c.system))
+        written[paper] = files
+        keep.update(files)
+    for stale in [*(out_dir / CURVES).glob("*.png"), *out_dir.glob("*_curves.png"), *plots_dir.glob("*.json")]:
+        if stale not in keep:
+            stale.unlink()
+    return written
+
+
+def dvc_plot_definitions(papers: Mapping[str, Sequence[str]] | None = None, plots_dir: str | os.PathLike = PLOTS
+                         ) -> list[dict]:
+    """The top-level `plots:` entries of a dvc.yaml at the repository root (DVC 3): one definition for the whole
+    `plots_dir` (DVC draws each file in it as its own plot: validation CIDEr-D per epoch), then, for each paper of
+    `papers` ({paper: its trained systems, those with a history}), one plot of all its systems' curves together."""
+    folder = Path(plots_dir).as_posix()
+    labels = {"x_label": "epoch", "y_label": "validation CIDEr-D (metrics files' 0-10 scale; the tables print x100)"}
+    definitions = [{folder: {"template": "linear", "x": "epoch", "y": METRIC, **labels}}]
+    for paper, systems in (papers or {}).items():
+        if systems:
+            definitions.append({f"{paper}_{METRIC}": {
+                "title": f"{paper}: validation CIDEr-D per epoch", "template": "linear", "x": "epoch",
+                "y": {plots_path(Path(folder), name).as_posix(): METRIC for name in systems}, **labels}})
+    return definitions
+
+
+# ---------------------------------------------------------------- the index
+
+
+def figure_index_lines(written: Mapping[str, Sequence[Path]], index_path: str | os.PathLike,
+                       titles: Mapping[str, str] | None = None, plots_dir: str | os.PathLike | None = None
+                       ) -> list[str]:
+    """The Markdown section of reports/index.md that lists the figures (`written`, as `write_figures` returns it):
+    per paper, its overview, then each system's curve, linked relative to `index_path`; `titles`: {paper: the name
+    shown}. No lines when nothing was written. `plots_dir` (when given) is named as the `dvc plots` data."""
+    if not any(written.values()):
+        return []
+    base = Path(index_path).parent
+
+    def link(path: Path) -> str:
+        return Path(os.path.relpath(path, base)).as_posix()
+
+    lines = ["## Figures", "",
+             "Training curves of every trained system: validation CIDEr-D (x100) per epoch with the best epoch "
+             "(the model kept) starred and what stopped the run; below it the training loss and learning rate; for "
+             "SCST runs also the rewards (CIDEr-D of the sampled and the greedy captions on the training batches). "
+             "Each paper's overview puts its systems on one axis, cross-entropy and SCST apart."]
+    if plots_dir is not None:
+        lines[-1] += (f" The same per-epoch data, for `dvc plots show` and `dvc plots diff`: "
+                      f"[{link(Path(plots_dir))}/]({link(Path(plots_dir))}/).")
+    lines.append("")
+    for paper, files in written.items():
+        if not files:
+            continue
+        overviews = [f for f in files if f.name == f"{paper}_curves.png"]
+        systems = [f for f in files if f not in overviews]
+        parts = [f"[overview]({link(f)})" for f in overviews] + [f"[`{f.stem}`]({link(f)})" for f in systems]
+        lines.append(f"- **{(titles or {}).get(paper, paper)}**: " + " · ".join(parts))
+    return lines
