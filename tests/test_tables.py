@@ -548,7 +548,7 @@ def test_transcription_fingerprint(table_id, numbers, nulls, total):
 def test_rows_whose_best_epoch_is_the_last_say_they_were_still_improving(tmp_path, metrics_dir):
     table = load_table(_write_yaml(tmp_path, _small_table()))
 
-    def markdown(best: int | None, epochs: int | None, stopped_by: str = "max_epochs") -> str:
+    def markdown(best: int | None, epochs: int | None, stopped_by: str = "patience") -> str:
         _write_metrics(metrics_dir, "base")
         path = metrics_dir / "base.json"
         data = json.loads(path.read_text())
@@ -560,12 +560,11 @@ def test_rows_whose_best_epoch_is_the_last_say_they_were_still_improving(tmp_pat
 
     flagged = markdown(best=10, epochs=10)
     assert "| Ours† |" in flagged
-    assert flagged.rstrip().endswith("† Best validation epoch = last epoch of a run that reached `train.max_epochs`: "
-                                     "still improving when its schedule ended, so it may be under-trained: "
-                                     "`base` 10 of 10.")
-    # an earlier best; no curve (an ensemble, say); a last-epoch best by a hair that patience ended
-    for best, epochs, stopped_by in ((8, 10, "max_epochs"), (None, None, "max_epochs"), (10, 10, "patience")):
-        assert "still improving" not in markdown(best, epochs, stopped_by)
+    assert flagged.rstrip().endswith("† Best validation epoch = last epoch: still improving when its schedule ended, "
+                                     "so it may be under-trained: `base` 10 of 10.")
+    assert "| Ours† |" in markdown(best=10, epochs=10, stopped_by="max_epochs")  # whatever stopped it
+    for best, epochs in ((8, 10), (None, None)):  # an earlier best; no curve (an ensemble, say)
+        assert "still improving" not in markdown(best, epochs)
 
 
 def test_a_footnote_rows_repeat_with_another_system_each_is_one_mark_with_one_note(tmp_path, metrics_dir):
@@ -588,8 +587,8 @@ def test_a_footnote_rows_repeat_with_another_system_each_is_one_mark_with_one_no
     labels = [line.split("|")[1].strip() for line in md.splitlines() if line.startswith("| ") and "---" not in line]
     assert labels == ["Model", "A†", "B†", "C"] * 2  # one mark per row, however many of its systems it names
     notes = [line for line in md.splitlines() if "still improving" in line]
-    assert notes == ["† Best validation epoch = last epoch of a run that reached `train.max_epochs`: still improving "
-                     "when its schedule ended, so it may be under-trained: `a` 10 of 10, `a_rl` 2 of 2, `b` 10 of 10."]
+    assert notes == ["† Best validation epoch = last epoch: still improving when its schedule ended, so it may be "
+                     "under-trained: `a` 10 of 10, `a_rl` 2 of 2, `b` 10 of 10."]
     assert "[^" not in md
 
 

@@ -88,8 +88,8 @@ REFERENCE_LABELS = {"constant_caption": "Constant caption", "human_ceiling": "Hu
 REFERENCE_HEADING = "Reference points (ours, same test split)"
 WIDTH = 145  # the widest line a Markdown sub-table may have (a normal screen), where cutting its columns can reach it
 KINDS = ("reproduced", "server_only", "pending", "cited")  # a row's kind, in the order the index counts them
-STILL_IMPROVING = ("Best validation epoch = last epoch of a run that reached `train.max_epochs`: still improving "
-                   "when its schedule ended, so it may be under-trained")
+STILL_IMPROVING = ("Best validation epoch = last epoch: still improving when its schedule ended, so it may be "
+                   "under-trained")
 SERVER_FILES = ("Server columns: the COCO test server scores the submission file "
                 f"`{paths.submission('<system>').as_posix()}` that the pipeline writes for each of these systems "
                 "(on synthetic data the test split stands in for test2014)")
@@ -476,13 +476,11 @@ class _Results:
 
 
 def still_improving(variant: str, metrics: dict) -> str | None:
-    """For a trained variant that reached its `max_epochs` with its best validation epoch the last (the cap
-    stopped it while it was still improving, so it may be under-trained), its entry in the table's † note, e.g.
-    "`xlan` 10 of 10"; None for an earlier best, metrics without a curve (ensembles, reference points), or a run
-    that patience stopped: its last `patience` epochs gained no more than `train.min_delta` together, which is what
-    the rule calls converged, even where the last of them is a new best by a hair (training/trainer.py)."""
+    """For a trained variant whose best validation epoch is its last (the schedule stopped it while it was still
+    improving, so it may be under-trained), its entry in the table's † note, e.g. "`xlan` 10 of 10"; None for an
+    earlier best, or metrics without a curve (ensembles, reference points)."""
     history, best = metrics.get("history"), metrics.get("best_epoch")
-    if not isinstance(history, list) or not history or best != len(history) or metrics.get("stopped_by") == "patience":
+    if not isinstance(history, list) or not history or best != len(history):
         return None
     return f"`{variant}` {best} of {len(history)}"
 

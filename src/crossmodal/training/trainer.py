@@ -5,10 +5,9 @@ loss, validation metric and outputs.
 Early stopping: a run stops once `train.patience` epochs in a row have not beaten the best validation value by
 more than `train.min_delta` (0: never), and never trains more than `train.max_epochs`. The margin keeps a noisy
 plateau, where a new best by a hair turns up now and then, from extending a run for ever (Keras' `min_delta`).
-A run that patience ends may still end on a new best, by at most `min_delta` over the best that counted: its
-last `patience` epochs gained no more than `min_delta` together, which the rule calls converged (the tables mark
-only runs that reached `max_epochs` with their best last). Either way the chosen model is the best validation
-epoch's, however small its lead;
+An epoch that is itself a new best, by any margin, never ends a run: the run goes on until an epoch that does
+not beat every earlier one (or the cap), so no run that patience stops ends while still improving. Either way the
+chosen model is the best validation epoch's, however small its lead;
 test is never looked at. The decision depends only on the validation curve, which the checkpoint keeps, so a run
 killed inside a patience window and resumed stops at the same epoch.
 
@@ -116,26 +115,31 @@ def make_task(cfg: Config, name: str, root: Path, dist) -> Task:
 @dataclass
 class EarlyStopping:
     """The early-stopping rule (module docstring): `epoch` is the last epoch whose validation value beat the best
-    before it by more than `min_delta`, `value` that best."""
+    before it by more than `min_delta`, `value` that best; `top_epoch` the epoch of the best value by any margin."""
 
     patience: int
     min_delta: float
     value: float = -float("inf")
     epoch: int = 0
+    top: float = -float("inf")
+    top_epoch: int = 0
 
     def update(self, value: float, epoch: int) -> None:
         if value > self.value + self.min_delta:
             self.value, self.epoch = value, epoch
+        if value > self.top:
+            self.top, self.top_epoch = value, epoch
 
     def spent(self, epochs_done: int) -> bool:
-        """Whether the run ends after `epochs_done` epochs: `patience` of them since `epoch`."""
-        return self.patience > 0 and epochs_done - self.epoch >= self.patience
+        """Whether the run ends after `epochs_done` epochs: `patience` of them since `epoch`, the last not a new best."""
+        return self.patience > 0 and epochs_done - self.epoch >= self.patience and epochs_done != self.top_epoch
 
     def state(self) -> dict:
-        return {"value": self.value, "epoch": self.epoch}
+        return {"value": self.value, "epoch": self.epoch, "top": self.top, "top_epoch": self.top_epoch}
 
     def load(self, state: dict) -> None:
-        self.value, self.epoch = state["value"], state["epoch"]
+        self.value, self.epoch, self.top, self.top_epoch = (state["value"], state["epoch"], state["top"],
+                                                            state["top_epoch"])
 
 
 class Trainer:
