@@ -1,5 +1,6 @@
 """params.yaml validation and derivation: every mistake is one line naming the key, the CLI exits non-zero, and a
 derived entry (`of:`) resolves to its base with only its own knobs changed, under both profiles."""
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -47,6 +48,12 @@ def test_repository_params_load():
         ({"baselines": {"systems": {"a": BASE}}, "xlan": {"systems": {"b": {"of": "a"}}}},
          "'xlan.systems.b.of' is 'a', a trained system of another paper (baselines); derive from the recipe"),
         ({"recipes": {"a": {}}, "xlan": {"systems": {"a": BASE}}}, "'xlan.systems.a' reuses the name of 'recipes.a'"),
+        ({"xlan": {"systems": {"a": {**BASE, "seeds": 0}}}}, "'xlan.systems.a.seeds' must be an integer of at least 1"),
+        ({"xlan": {"recipes": {"r": {"seeds": 2}}}}, "'xlan.recipes.r.seeds': a recipe trains nothing to seed"),
+        ({"xlan": {"systems": {"a": {**BASE, "seeds": 2}, "a_seed1": {"of": "a"}}}},
+         "'xlan.systems.a_seed1' is the name of a seed copy of 'a' (seeds: 2)"),
+        ({"xlan": {"systems": {"a": BASE, "s": {"objective": "scst", "init": "a", "seeds": 2}}}},
+         "'xlan.systems.s_seed1.init' is 'a_seed1', not a cross-entropy system (a seed copy of 'xlan.systems.s.seeds'"),
     ],
 )
 def test_bad_params_name_the_key(data, message):
@@ -54,6 +61,23 @@ def test_bad_params_name_the_key(data, message):
         build(Config, {"vocabularies": {"min5": {}}, **data})
     assert message in str(err.value)
     assert "\n" not in str(err.value)
+
+
+def test_seeds_add_reseeded_copies_that_take_their_base_keys():
+    cfg = build(Config, {"vocabularies": {"min5": {}}, "xlan": {"systems": {
+        "a": {**BASE, "seeds": 3}, "b": BASE, "s": {"objective": "scst", "init": "a", "seeds": 3}}}})
+    assert list(cfg.xlan.systems) == ["a", "a_seed1", "a_seed2", "b", "s", "s_seed1", "s_seed2"]  # table order
+    systems = cfg.systems()
+    for k in (1, 2):
+        copy, base = systems[f"a_seed{k}"], systems["a"]
+        assert copy == dataclasses.replace(base, train=dataclasses.replace(base.train, seed=k))
+        assert systems[f"s_seed{k}"].init == f"a_seed{k}" and systems[f"s_seed{k}"].train.seed == k
+        # no key states a copy's seed: its stage takes its base's keys, so raising `seeds` reruns no stage
+        assert cfg.sources(f"a_seed{k}") == cfg.sources("a") == ["xlan.systems.a.model", "xlan.systems.a.vocabulary",
+                                                                  "xlan.systems.a.train.max_epochs",
+                                                                  "xlan.systems.a.train.lr"]
+        assert cfg.where(f"s_seed{k}") == f"xlan.systems.s_seed{k}"
+    assert cfg.systems() == dataclasses.replace(cfg).systems()  # expanding twice changes nothing
 
 
 def test_a_derived_entry_changes_only_its_own_knobs():

@@ -105,6 +105,8 @@ def tiny_params(params: dict) -> dict:
         **{name: {"of": "updown", "train": {"seed": k, "max_epochs": 2}} for k, name in enumerate(SEEDS, 1)},
         "updown_scst": _merge(base["updown_scst"], {"train": {"lr": 0.001}}),  # a key of its own to change
     }
+    for entry in systems.values():  # the members are stated, with epochs of their own (`seeds: n` copies are not)
+        entry.pop("seeds", None)
     params["baselines"] = {"systems": systems, "ensembles": {"updown_ensemble": {"members": ["updown", *SEEDS]}}}
     params["aoanet"] = {"tables": params["aoanet"]["tables"]}
     params["xlan"] = {"tables": ["xlan_table3"]}

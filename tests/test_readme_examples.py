@@ -6,6 +6,7 @@ what depends on those stages' outputs, from DVC's own graph (`dvc dag`). `dvc re
 examples are checked against the stages it needs (`dvc dag`)."""
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import shutil
@@ -20,6 +21,8 @@ ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 EXAMPLE = re.compile(r"^(dvc exp run (?:--queue )?-S (\S+)=(\S+)|dvc repro (pipelines/\w+/dvc\.yaml))\s*(?:#.*)?$")
 RERUNS = re.compile(r"^#\s+(?:re)?runs: (.+)$")
+MORE = re.compile(r"^#\s{5,}(\S.*)$")  # a `reruns:` line wrapped onto the next, indented further
+SEEDS = "+seeds"  # a name's suffix in a `reruns:` line: the system with its seed copies (params `seeds: n`)
 
 
 def examples() -> list[tuple[str, list[str] | None]]:
@@ -30,7 +33,8 @@ def examples() -> list[tuple[str, list[str] | None]]:
         for k, line in enumerate(lines):
             if line.startswith("dvc exp run") and " -S " in line or EXAMPLE.match(line) and "pipelines/" in line:
                 names = RERUNS.match(lines[k + 1]) if k + 1 < len(lines) else None
-                out.append((line, names.group(1).split() if names else None))
+                more = [m.group(1) for m in itertools.takewhile(bool, map(MORE.match, lines[k + 2:]))]  # wrapped
+                out.append((line, " ".join([names.group(1), *more]).split() if names else None))
     return out
 
 
@@ -123,4 +127,8 @@ def test_there_are_examples_of_each_kind():
 @pytest.mark.parametrize("command, names", examples(), ids=[c for c, _ in examples()])
 def test_example_reruns_the_stages_it_names(repo, command, names):
     assert names is not None, f"`{command}` must be followed by a line `#   reruns: <stages>`"
-    assert reruns(repo, command) == set(names)
+    found = reruns(repo, command)
+    seeds = {n for n in names if n.endswith(SEEDS)}  # `updown+seeds`: updown and its seed copies, updown_seed<k>
+    copies = {s for n in seeds for s in found if re.fullmatch(rf"{n[:-len(SEEDS)]}_seed\d+", s)}
+    assert all(any(s.startswith(n[:-len(SEEDS)] + "_seed") for s in copies) for n in seeds), (seeds, copies)
+    assert found == {n[:-len(SEEDS)] if n in seeds else n for n in names} | copies

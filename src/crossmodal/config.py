@@ -307,6 +307,36 @@ PAPERS = ("baselines", "aoanet", "xlan", "eta", "hoca", "ban")  # baselines: sys
 PAPER_KEY = "paper"  # a block of paper-scale overrides, applied under `profile: real` (apply_profile)
 MODEL_KEYS = ("model", "vocabulary", "inputs", "model_args")  # an scst system takes these from its `init`
 ENTRY_KINDS = ("systems", "recipes")  # the entries `of` may name; recipes train nothing
+SEEDS_KEY = "seeds"  # `seeds: n` on a system: it and n - 1 reseeded copies (`expand_seeds`)
+ENTRY_ONLY = ("of", PAPER_KEY, SEEDS_KEY)  # keys of an entry that are not values of the system it states
+
+
+def seed_copy(name: str, k: int) -> str:
+    return f"{name}_seed{k}"
+
+
+def expand_seeds(paper: str, systems: dict) -> tuple[dict, set[str]]:
+    """`systems` with every entry that states `seeds: n` followed by its n - 1 reseeded copies, and their names.
+    Copy k is `<name>_seed<k>: {of: <name>, train: {seed: k}}`; the copy of an SCST entry (`init: X`) continues
+    `X_seed<k>`, so X needs as many seeds. No key of params.yaml states a copy's seed (its name does), so its stage
+    takes its base's keys (the init's name included): raising n adds stages and reruns none."""
+    out, made = {}, set()
+    for name, entry in systems.items():
+        out[name] = entry
+        n = entry.get(SEEDS_KEY, 1) if isinstance(entry, dict) else 1
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise InputError(f"params.yaml: '{paper}.systems.{name}.{SEEDS_KEY}' must be an integer of at least 1, "
+                             f"got {n!r}")
+        for k in range(1, n):
+            copy = {"of": name, "train": {"seed": k}}
+            if isinstance(entry.get("init"), str):
+                copy["init"] = seed_copy(entry["init"], k)
+            if systems.get(seed_copy(name, k), copy) != copy:  # (an expanded section expands to itself)
+                raise InputError(f"params.yaml: '{paper}.systems.{seed_copy(name, k)}' is the name of a seed copy of "
+                                 f"'{name}' ({SEEDS_KEY}: {n}); rename it or lower {SEEDS_KEY}")
+            out[seed_copy(name, k)] = copy
+            made.add(seed_copy(name, k))
+    return out, made
 
 
 @dataclass(frozen=True)
@@ -317,9 +347,10 @@ class _Leaf:
     path: str
 
 
-def _annotate(tree: Any, where: str) -> Any:
+def _annotate(tree: Any, where: str | None) -> Any:
+    """`tree` with each leaf paired with its key path; `where` None: values no key states (a seed copy's)."""
     if isinstance(tree, dict):
-        return {k: _annotate(v, f"{where}.{k}") for k, v in tree.items()}
+        return {k: _annotate(v, None if where is None else f"{where}.{k}") for k, v in tree.items()}
     return _Leaf(tree, where)
 
 
@@ -332,7 +363,7 @@ def _strip(tree: Any) -> Any:
 def _leaf_paths(tree: Any) -> list[str]:
     if isinstance(tree, dict):
         return [p for v in tree.values() for p in _leaf_paths(v)]
-    return [tree.path]
+    return [] if tree.path is None else [tree.path]
 
 
 def _check_keys(cls: type, data: Any, where: str) -> None:
@@ -368,6 +399,17 @@ class Config:
     def __post_init__(self) -> None:
         if self.profile not in PROFILES:
             raise ValueError(f"profile must be one of {', '.join(PROFILES)}, not {self.profile!r}")
+        recipes = {f"recipes.{n}": e for n, e in self.recipes.items()}
+        recipes.update({f"{p}.recipes.{n}": e for p in PAPERS for n, e in self.paper(p).recipes.items()})
+        for where, entry in recipes.items():
+            if isinstance(entry, dict) and SEEDS_KEY in entry:
+                raise ValueError(f"'{where}.{SEEDS_KEY}': a recipe trains nothing to seed")
+        copies: set[str] = set()
+        for paper in PAPERS:
+            systems, made = expand_seeds(paper, self.paper(paper).systems)
+            object.__setattr__(self, paper, dataclasses.replace(self.paper(paper), systems=systems))
+            copies |= made
+        object.__setattr__(self, "_copies", copies)
         seen: dict[str, str] = {name: f"recipes.{name}" for name in self.recipes}
         for paper in PAPERS:
             for kind in (*ENTRY_KINDS, "ensembles"):
@@ -395,7 +437,9 @@ class Config:
             if system.objective == "scst":
                 init = self._systems.get(system.init)
                 if init is None or init.objective != "xe":
-                    raise ValueError(f"'{where}.init' is {system.init!r}, not a cross-entropy system")
+                    copy = f" (a seed copy of '{self.where(name.rpartition('_seed')[0])}.{SEEDS_KEY}' continues "\
+                        "the same seed of its init, which needs as many seeds)" if name in self._copies else ""
+                    raise ValueError(f"'{where}.init' is {system.init!r}, not a cross-entropy system{copy}")
             elif system.vocabulary not in self.vocabularies:
                 raise ValueError(f"'{where}.vocabulary' is {system.vocabulary!r}, not a key of vocabularies "
                                  f"({', '.join(sorted(self.vocabularies))})")
@@ -453,7 +497,9 @@ class Config:
         raw, where = self._raw[name], self.where(name)
         if not isinstance(raw, dict):
             raise InputError(f"params.yaml: '{where}' must be a mapping, got {type(raw).__name__}")
-        own = _annotate({k: v for k, v in raw.items() if k not in ("of", PAPER_KEY)}, where)
+        own = _annotate({k: v for k, v in raw.items() if k not in ENTRY_ONLY}, None if name in self._copies else where)
+        if name in self._copies and "init" in own:  # a copy's init is named after its base's
+            own["init"] = _Leaf(own["init"].value, f"{self.where(raw['of'])}.init")
         paper = raw.get(PAPER_KEY) or {}
         if not isinstance(paper, dict):
             raise InputError(f"params.yaml: '{where}.{PAPER_KEY}' must be a mapping of paper-scale overrides")
@@ -508,12 +554,14 @@ class Config:
         entry's, its bases' (a key it overrides is its own), the `paper:` blocks' under the real profile, and
         for an SCST system its init's model keys. The stage's params are exactly these (pipelines.py)."""
         own = _leaf_paths(self._annotated(name))
-        return own + (self.model_sources(name) if self._systems[name].init else [])
+        return own + [p for p in self.model_sources(name) if p not in own] if self._systems[name].init else own
 
     def model_sources(self, name: str) -> list[str]:
-        """The key paths of the model keys (model, vocabulary, inputs, model_args) of `model_name(name)`."""
+        """The key paths of the model keys (model, vocabulary, inputs, model_args) of `model_name(name)`, after
+        the key that names it where `name` continues another system (`init`)."""
         tree = self._annotated(self.model_name(name))
-        return _leaf_paths({k: v for k, v in tree.items() if k in MODEL_KEYS})
+        init = _leaf_paths({"init": self._annotated(name)["init"]}) if self._systems[name].init else []
+        return init + _leaf_paths({k: v for k, v in tree.items() if k in MODEL_KEYS})
 
     def systems(self) -> dict[str, SystemConfig]:
         """Every trained system by name, resolved (profile applied, derivations merged)."""

@@ -197,12 +197,14 @@ def paper_stages(cfg: Config, paper: str) -> dict:
 
 
 def tables_stage(cfg: Config, paper: str) -> dict:
+    from .reports.claims import seed_groups
     from .reports.tables import load_tables, summary_name, table_file
 
     tables = load_tables(list(cfg.paper(paper).tables))
     built = set(cfg.systems()) | set(cfg.ensembles())
     shown = _dedupe([v for t in tables for row in t.rows for v in row.variants() if v in built])
-    metrics = _dedupe([paths.METRICS / f"{v}.json" for v in shown]
+    groups = seed_groups(cfg)  # a row's cell is its system's mean over seeds
+    metrics = _dedupe([paths.METRICS / f"{s}.json" for v in shown for s in groups[v]]
                       + [paths.METRICS / name for t in tables for name in (t.reference_points, t.data_profile) if name])
     code = [table_file(t.id).relative_to(closures.SRC.parent).as_posix() for t in tables]
     outs = [{str(paths.TABLES / f"{t.id}{suffix}"): {"cache": False}} for t in tables for suffix in (".md", ".csv")]
