@@ -9,7 +9,10 @@ For each SCST system (default: `updown_scst`, `aoanet_scst`), from its init's be
     official AoANet code samples in train mode, as the default does);
   - `lr_x0.25` / `lr_x4`: the learning rate a quarter / four times the recipe's;
   - `mean`, `mean_lr_x0.25`, `mean_lr_x4`: the baseline is the mean reward of the image's other samples
-    (`train.scst_baseline: mean`) instead of the greedy caption's, at the recipe's learning rate or scaled.
+    (`train.scst_baseline: mean`) instead of the greedy caption's, at the recipe's learning rate or scaled;
+  - `t0.5`, `t0.7`: samples drawn at temperature 0.5 / 0.7 (closer to the greedy caption; the loss keeps the
+    model's untempered log-probabilities, as `decoding.search.sample_decode` returns them);
+  - `samples16`: 16 samples per image instead of 5, at the same number of images per batch.
 
 Each run is in-process on the workspace's built features and models (`dvc repro` first), 2 threads. Writes
 benchmarks/results/scst.{json,md}. Run from an activated .venv:
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import sys
 import time
@@ -30,7 +34,8 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 VARIANTS = {"default": {}, "no_dropout": {}, "lr_x0.25": {"lr": 0.25}, "lr_x4": {"lr": 4.0},
             "mean": {"baseline": "mean"}, "mean_lr_x0.25": {"baseline": "mean", "lr": 0.25},
-            "mean_lr_x4": {"baseline": "mean", "lr": 4.0}}
+            "mean_lr_x4": {"baseline": "mean", "lr": 4.0}, "t0.5": {"temperature": 0.5},
+            "t0.7": {"temperature": 0.7}, "samples16": {"samples": 16}}
 
 
 def decoding(task, model, beams=(1, 2, 3, 5)) -> dict:
@@ -54,13 +59,18 @@ def train(system: str, variant: str, epochs: int) -> dict:
     import torch
 
     from crossmodal.config import load
+    from crossmodal.decoding import search
+    from crossmodal.training import scst
     from crossmodal.training.trainer import Trainer
 
     torch.set_num_threads(2)
     trainer = Trainer(load(ROOT / "params.yaml"), system, ROOT, progress=False)
-    if "baseline" in VARIANTS[variant]:
-        objective = trainer.task.objective
-        objective.train = dataclasses.replace(objective.train, scst_baseline=VARIANTS[variant]["baseline"])
+    objective, knobs = trainer.task.objective, VARIANTS[variant]
+    if "baseline" in knobs:
+        objective.train = dataclasses.replace(objective.train, scst_baseline=knobs["baseline"])
+    if "samples" in knobs:
+        objective.train = dataclasses.replace(objective.train, samples_per_image=knobs["samples"])
+    scst.sample_decode = functools.partial(search.sample_decode, temperature=knobs.get("temperature", 1.0))
     scale = VARIANTS[variant].get("lr")
     if scale:
         for group in trainer.optimizer.param_groups:

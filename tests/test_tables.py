@@ -524,7 +524,7 @@ def test_build_all_transcribed_tables(tmp_path, metrics_dir):
     groups = [line for line in (out / "aoanet_offline.md").read_text().splitlines() if line.startswith("## ")]
     assert groups == ["## Cross-Entropy Loss (XE)", "## CIDEr-D Score Optimization (CIDEr-D opt.)"]  # fits uncut
     wide = list(csv.reader(io.StringIO((out / "xlan_table1.csv").read_text())))[0]  # the CSV stays one wide table
-    assert len(wide) == 4 + 2 * 16
+    assert len(wide) == 4 + 4 * 16  # paper, ours (a mean over seeds), its sd and n per column
     assert wide[:6] == ["section", "model", "kind", "variant", "xe:BLEU-1_paper", "xe:BLEU-1_ours"]
 
 
@@ -632,8 +632,12 @@ def test_status_table_counts_tables_systems_and_rows_per_paper(tmp_path, metrics
                                              "2 of 4"]  # the claims of its two tables, a pending one among them
     assert rows["ETA-Transformer"] == ["1: Table 1", "0", "—", "1", "0", "4", "3", "—"]
     assert rows["BAN"] == ["none yet", "0", "—", "—", "—", "—", "—", "—"]
-    assert "`showtell`" in status and "of their runs, 1 of 1 stopped by patience" in " ".join(status.split())
+    assert "(`showtell`) are counted under no paper; of them, 1 of 1 stopped by patience" in " ".join(status.split())
     assert "Claims that hold: of the orderings" in status and "`reports/claims.md`" in status
+    groups = {"showtell": ("showtell", "showtell_seed1"), "showtell_seed1": ("showtell_seed1", "showtell")}
+    seeded = build_status(summaries, {**systems, "showtell_seed1": "baselines"}, {}, metrics_dir, claims, groups)
+    assert "The 2 runs of the baseline systems that several papers' tables share (`showtell` (2 seeds))" in " ".join(
+        seeded.split())  # a seed copy is counted, and named by its system
     assert "not recorded yet" not in status
     assert max(len(line) for line in status.splitlines()) <= 120
 
@@ -664,3 +668,26 @@ def test_a_wide_group_is_cut_into_the_fewest_even_runs_of_columns_that_fit_a_scr
         "## Cross-Entropy Loss (XE): CIDEr, SPICE"]
     assert md.count("| **Ensemble** |") == 3 and md.count(f"| {long_label} Single |") == 3
     assert f"| {long_label} Ensemble | 12.5 / 70.0 | 12.5 / 50.0 | 12.5 / 40.0 |" in md
+
+
+def test_a_row_with_several_seeds_shows_their_mean_sd_and_n_and_waits_for_all(tmp_path, metrics_dir):
+    table = load_table(_write_yaml(tmp_path, _small_table()))
+    seeds = {"base": ("base", "base_seed1", "base_seed2")}
+    for name, value in (("base", 0.30), ("base_seed1", 0.35), ("base_seed2", 0.40)):
+        _write_metrics(metrics_dir, name)
+        data = json.loads((metrics_dir / f"{name}.json").read_text())
+        data["test"]["BLEU-4"] = value
+        (metrics_dir / f"{name}.json").write_text(json.dumps(data))
+    built = build_table(table, metrics_dir, {"base", "base_seed1", "base_seed2"}, seeds)
+    values = [30.0, 35.0, 40.0]  # x100
+    mean = sum(values) / 3
+    sd = (sum((v - mean) ** 2 for v in values) / 2) ** 0.5  # the sample standard deviation, by a direct loop
+    assert f"/ {mean:.1f} ± {sd:.1f} (3) |" in built.markdown and "mean ± sd (n)" in built.markdown
+    row = next(csv.DictReader(io.StringIO(built.csv)))
+    assert (float(row["BLEU-4_ours"]), float(row["BLEU-4_ours_sd"]), row["BLEU-4_ours_n"]) == (
+        pytest.approx(mean), pytest.approx(sd), "3")
+    alone = build_table(table, metrics_dir, {"base", "base_seed1", "base_seed2"})  # no groups: the one run
+    assert f"/ {values[0]:.1f} |" in alone.markdown and next(csv.DictReader(io.StringIO(alone.csv)))["BLEU-4_ours_n"] == "1"
+    (metrics_dir / "base_seed2.json").unlink()  # one seed missing: the row is pending, never a mean of fewer
+    waiting = build_table(table, metrics_dir, {"base", "base_seed1", "base_seed2"}, seeds)
+    assert waiting.counts["pending"] == 1 and "/ pending |" in waiting.markdown

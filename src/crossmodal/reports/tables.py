@@ -580,32 +580,43 @@ class BuiltTable:
     counts: dict[str, int]  # rows of each kind (KINDS)
 
 
-def build_table(table: PaperTable, metrics_dir: str | os.PathLike, registered_variants: set[str]) -> BuiltTable:
-    """Render one table (Markdown and CSV text) from the transcription and our metrics files."""
+def build_table(table: PaperTable, metrics_dir: str | os.PathLike, registered_variants: set[str],
+                seeds: dict[str, tuple[str, ...]] | None = None) -> BuiltTable:
+    """Render one table (Markdown and CSV text) from the transcription and our metrics files. `seeds` gives a
+    system's seed group (claims.seed_groups: the system and its reseeded copies): a cell of a system with several
+    seeds is their mean ± sample standard deviation (n), pending until every seed is trained."""
     metrics_dir = Path(metrics_dir)
     results = _Results(metrics_dir, set(registered_variants))
+    group = lambda variant: (seeds or {}).get(variant, (variant,))  # noqa: E731
     notes = _Footnotes()
     n_labels = len(table.label_fields)
     scale = {c.id: table.scale if c.scale is None else c.scale for c in table.columns}
     short = {g.id: g.short for g in table.column_groups}
     csv_header = ["section"] + [f.key for f in table.label_fields] + ["kind", "variant"]
     for c in table.columns:
-        csv_header += [f"{c.id}_paper", f"{c.id}_ours"]
+        csv_header += [f"{c.id}_paper", f"{c.id}_ours", f"{c.id}_ours_sd", f"{c.id}_ours_n"]
     md_rows: list[_MdRow] = []
     csv_rows = []
     counts = dict.fromkeys(KINDS, 0)
 
-    def our_cell(test: dict | None, c: Column, where: str) -> tuple[str, float | None]:
-        """Markdown text and CSV number for one of our cells."""
+    def our_cell(tests: list[dict | None], c: Column, where: str) -> tuple[str, list[str]]:
+        """Markdown text and CSV numbers (mean, sample sd, n) of one of our cells: one run's value, or the mean
+        of a seed group's runs."""
         if c.server_only:
-            return "server only", None
-        if test is None:
-            return "pending", None
-        value = _our_value(test, c.key, where)
-        if value is None:
-            status = test.get(f"{c.key}_status") or "not computed"
-            return "n/a" + notes.mark(f"{c.key}: {status}"), None
-        return _fmt(value * scale[c.id], table.decimals), value * scale[c.id]
+            return "server only", ["", "", ""]
+        if not tests or any(t is None for t in tests):
+            return "pending", ["", "", ""]
+        values = [_our_value(t, c.key, where) for t in tests]
+        if any(v is None for v in values):
+            status = tests[0].get(f"{c.key}_status") or "not computed"
+            return "n/a" + notes.mark(f"{c.key}: {status}"), ["", "", ""]
+        values = [v * scale[c.id] for v in values]
+        mean = sum(values) / len(values)
+        if len(values) == 1:
+            return _fmt(mean, table.decimals), [_csv_num(mean), "", "1"]
+        sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
+        return (f"{_fmt(mean, table.decimals)} ± {_fmt(sd, table.decimals)} ({len(values)})",
+                [_csv_num(mean), _csv_num(sd), str(len(values))])
 
     def heading(text: str) -> None:
         md_rows.append(_MdRow([f"**{text}**"] + [""] * (n_labels - 1), {}))
@@ -620,7 +631,7 @@ def build_table(table: PaperTable, metrics_dir: str | os.PathLike, registered_va
             labels[0] += "".join(notes.mark(n) for n in _not_trained(row, plain, results.registered, short))
             if row.cited:
                 kind = "cited"
-            elif not all(results.test(v) is not None for v in row.variants()):
+            elif not all(results.test(s) is not None for v in row.variants() for s in group(v)):
                 kind = "pending"
             else:
                 kind = "server_only" if all(c.server_only for c in table.columns) else "reproduced"
@@ -629,7 +640,8 @@ def build_table(table: PaperTable, metrics_dir: str | os.PathLike, registered_va
                 marks = [notes.symbol("‡", SERVER_FILES, f"`{name}`")
                          for name in sorted(v for v in submitted if results.test(v) is not None)]
                 marks += [notes.symbol("†", STILL_IMPROVING, item)  # once each, in column order
-                          for name in dict.fromkeys(row.variants()) if results.test(name) is not None
+                          for name in dict.fromkeys(s for v in row.variants() for s in group(v))
+                          if results.test(name) is not None
                           and (item := still_improving(name, results.metrics(name)))]
                 labels[0] += "".join(dict.fromkeys(marks))  # one mark each, however many systems it names
             counts[kind] += 1
@@ -638,13 +650,13 @@ def build_table(table: PaperTable, metrics_dir: str | os.PathLike, registered_va
                 paper = row.values[c.id]
                 paper_text = "-" if paper is None else _fmt(paper, max(table.decimals, _decimals_of(paper)))
                 if row.cited:
-                    ours, ours_num = "cited", None
+                    ours, ours_nums = "cited", ["", "", ""]
                 else:
                     variant = row.variant_for(c)
-                    test = results.test(variant) if variant else None
-                    ours, ours_num = our_cell(test, c, str(metrics_dir / f"{variant}.json"))
+                    tests = [results.test(s) for s in group(variant)] if variant else []
+                    ours, ours_nums = our_cell(tests, c, str(metrics_dir / f"{variant}.json"))
                 cells[c.id] = f"{paper_text} / {ours}"
-                numbers += [_csv_num(paper), _csv_num(ours_num)]
+                numbers += [_csv_num(paper), *ours_nums]
             md_rows.append(_MdRow(labels, cells))
             variant_text = (";".join(f"{g}={v}" for g, v in row.variant.items()) if isinstance(row.variant, dict)
                             else row.variant or "")
@@ -673,8 +685,8 @@ def build_table(table: PaperTable, metrics_dir: str | os.PathLike, registered_va
                 label += notes.mark(_text(point["note"], where + ": note"))
             cells, numbers = {}, []
             for c in table.columns:
-                cells[c.id], ours_num = our_cell(point["test"], c, where)
-                numbers += ["", _csv_num(ours_num)]
+                cells[c.id], ours_nums = our_cell([point["test"]], c, where)
+                numbers += ["", *ours_nums]
             md_rows.append(_MdRow([label] + [""] * (n_labels - 1), cells))
             csv_rows.append([REFERENCE_HEADING, plain] + [""] * (n_labels - 1)
                             + ["reference", ""] + numbers)
@@ -689,8 +701,8 @@ def build_table(table: PaperTable, metrics_dir: str | os.PathLike, registered_va
         f"Source: {table.source_table}. {table.caption}",
         "",
         f'Each cell reads "paper / ours": the paper\'s value as printed ({table.unit}; "-": none printed) / our '
-        f'test-split value × {table.scale:g}. Instead of ours, "pending": not trained yet; "cited": another system, '
-        "not retrained here"
+        f'test-split value × {table.scale:g}, one run (seed 0) or "mean ± sd (n)" over n seeds. Instead of ours, '
+        '"pending": not trained yet; "cited": another system, not retrained here'
         + ('; "server only": only the COCO test server computes it' if any(c.server_only for c in table.columns)
            else "")
         + (". Reference points: ours alone." if table.reference_points else "."),
@@ -725,10 +737,12 @@ def _decimals_of(value: float) -> int:
 
 
 def build_paper(paper: str, table_ids: list[str], metrics_dir: Path, registered_variants: set[str],
-                out_dir: Path, tables_dir: Path = PAPER_TABLES) -> list[Path]:
+                out_dir: Path, tables_dir: Path = PAPER_TABLES,
+                seeds: dict[str, tuple[str, ...]] | None = None) -> list[Path]:
     """Write `<id>.md` and `<id>.csv` for each of a paper's tables and `<paper>.summary.json` (what the index
     lists); return the paths written. Every table is checked before anything is written."""
-    built = [(t, build_table(t, metrics_dir, registered_variants)) for t in load_tables(table_ids, tables_dir)]
+    built = [(t, build_table(t, metrics_dir, registered_variants, seeds))
+             for t in load_tables(table_ids, tables_dir)]
     written, summary = [], []
     for table, result in built:
         for suffix, text in ((".md", result.markdown), (".csv", result.csv)):
@@ -812,12 +826,13 @@ STATUS_END = "<!-- status:end -->"
 
 
 def build_status(summaries: dict[str, Path], systems: dict[str, str], ensembles: dict[str, str],
-                 metrics_dir: Path, claims: Verdicts) -> str:
+                 metrics_dir: Path, claims: Verdicts, seeds: dict[str, tuple[str, ...]] | None = None) -> str:
     """The status table of the papers (Markdown, with its notes): per paper of STATUS_PAPERS, the tables
     transcribed (`summaries`: {paper: its <paper>.summary.json}, papers without tables left out), the systems
     ({name: paper}) and ensembles trained (those with a metrics file in `metrics_dir`), the rows of its tables
-    by kind and how many of its tables' claims hold on the claims page (`claims`). reports/index.md and the README
-    show the same text (scripts/readme_status.py)."""
+    by kind and how many of its tables' claims hold on the claims page (`claims`). `seeds` (claims.seed_groups)
+    names the shared systems' seed copies by their system. reports/index.md and the README show the same text
+    (scripts/readme_status.py)."""
     lines = ["| Paper | Tables | Systems | Stopped by patience | Reproduced | Server only | Pending | Cited "
              "| Claims that hold |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
 
@@ -842,8 +857,14 @@ def build_status(summaries: dict[str, Path], systems: dict[str, str], ensembles:
               "*pending* ones wait for a system not trained yet; *cited* ones are other papers' systems, kept as "
               "printed."]
     if shared:
-        lines[-1] += (f" The {len(shared)} baseline systems that several papers' tables share "
-                      f"({', '.join(f'`{s}`' for s in shared)}) are counted under no paper; of their runs, "
+        named, seen = [], set()
+        for name in shared:  # a seed copy is named by the first of its group
+            group = (seeds or {}).get(name, (name,))
+            if name not in seen:
+                named.append(f"`{name}`" + (f" ({len(group)} seeds)" if len(group) > 1 else ""))
+            seen.update(group)
+        lines[-1] += (f" The {len(shared)} runs of the baseline systems that several papers' tables share "
+                      f"({', '.join(named)}) are counted under no paper; of them, "
                       f"{stopped_by_patience([s for s in shared if s in systems], metrics_dir)} stopped by patience.")
     lines[-1] += (" Stopped by patience: runs whose validation metric had not improved for `train.patience` epochs "
                   "when they stopped, of the runs trained (the others reached `train.max_epochs`).")

@@ -27,7 +27,8 @@ def status(cfg, root: Path, page: ClaimsPage | None = None) -> str:
     here from them when not given; scripts/readme_status.py)."""
     systems = {name: cfg.paper_of(name) for name in cfg.systems()}
     ensembles = {name: cfg.paper_of(name) for name in cfg.ensembles()}
-    return build_status(summaries(cfg, root), systems, ensembles, root / paths.METRICS, page or claims(cfg, root))
+    return build_status(summaries(cfg, root), systems, ensembles, root / paths.METRICS, page or claims(cfg, root),
+                        seed_groups(cfg))
 
 
 def claims(cfg, root: Path) -> ClaimsPage:
