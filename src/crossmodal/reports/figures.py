@@ -271,19 +271,19 @@ def figure_png(fig: Figure) -> bytes:
     return png_bytes(image)
 
 
-def _drawn(draw, *args, **kwargs) -> bytes:
+def drawn(draw, *args, **kwargs) -> bytes:
     """The PNG of `draw(*args, **kwargs)` under matplotlib's default style plus STYLE, whatever the user's rc."""
     with matplotlib.style.context("default"), matplotlib.rc_context(STYLE):
         return figure_png(draw(*args, **kwargs))
 
 
 def system_png(curves: Curves) -> bytes:
-    return _drawn(system_figure, curves)
+    return drawn(system_figure, curves)
 
 
 def overview_png(paper: str, curves: Sequence[Curves], seeds: Mapping[str, Sequence[str]] | None = None,
                  title: str | None = None) -> bytes:
-    return _drawn(overview_figure, paper, curves, seeds, title)
+    return drawn(overview_figure, paper, curves, seeds, title)
 
 
 # ---------------------------------------------------------------- files
@@ -369,12 +369,14 @@ def dvc_plot_definitions(papers: Mapping[str, Sequence[str]] | None = None, plot
 
 
 def figure_index_lines(written: Mapping[str, Sequence[Path]], index_path: str | os.PathLike,
-                       titles: Mapping[str, str] | None = None, plots_dir: str | os.PathLike | None = None
-                       ) -> list[str]:
+                       titles: Mapping[str, str] | None = None, plots_dir: str | os.PathLike | None = None,
+                       attention: Mapping[str, Path] | None = None) -> list[str]:
     """The Markdown section of reports/index.md that lists the figures (`written`, as `write_figures` returns it):
-    per paper, its overview, then each system's curve, linked relative to `index_path`; `titles`: {paper: the name
-    shown}. No lines when nothing was written. `plots_dir` (when given) is named as the `dvc plots` data."""
-    if not any(written.values()):
+    per paper, its overview, its attention figure (`attention`: {paper: its PNG}, reports/attention.py), then each
+    system's curve, linked relative to `index_path`; `titles`: {paper: the name shown}. No lines when nothing was
+    written. `plots_dir` (when given) is named as the `dvc plots` data."""
+    attention = attention or {}
+    if not any(written.values()) and not attention:
         return []
     base = Path(index_path).parent
 
@@ -386,15 +388,22 @@ def figure_index_lines(written: Mapping[str, Sequence[Path]], index_path: str | 
              "(the model kept) starred and what stopped the run; below it the training loss and learning rate; for "
              "SCST runs also the rewards (CIDEr-D of the sampled and the greedy captions on the training batches). "
              "Each paper's overview puts its systems on one axis, cross-entropy and SCST apart."]
+    if attention:
+        lines[-1] += (" A paper's attention figure shows its decoder's attention over the regions of a test image "
+                      "for each word of the caption its system decodes.")
     if plots_dir is not None:
         lines[-1] += (f" The same per-epoch data, for `dvc plots show` and `dvc plots diff`: "
                       f"[{link(Path(plots_dir))}/]({link(Path(plots_dir))}/).")
     lines.append("")
-    for paper, files in written.items():
-        if not files:
+    for paper in dict.fromkeys([*written, *attention]):
+        files = list(written.get(paper, ()))
+        if not files and paper not in attention:
             continue
         overviews = [f for f in files if f.name == f"{paper}_curves.png"]
         systems = [f for f in files if f not in overviews]
-        parts = [f"[overview]({link(f)})" for f in overviews] + [f"[`{f.stem}`]({link(f)})" for f in systems]
+        parts = [f"[overview]({link(f)})" for f in overviews]
+        if paper in attention:
+            parts.append(f"[attention]({link(attention[paper])})")
+        parts += [f"[`{f.stem}`]({link(f)})" for f in systems]
         lines.append(f"- **{(titles or {}).get(paper, paper)}**: " + " · ".join(parts))
     return lines
