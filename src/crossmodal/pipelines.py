@@ -104,17 +104,24 @@ def spine_stages(cfg: Config) -> dict:
         "python -m crossmodal reference-points", ["profile"],
         [world, raw / "karpathy", paths.CAPTIONS / "references", *stage_code("reference_points")], [],
         [paths.METRICS / "reference_points.json"])
+    from .reports.attention import MECHANISMS, reads
     from .reports.claims import CLAIMS, SPREAD
     from .reports.figures import FIGURES, PLOTS
     from .reports.tables import summary_name, table_file
 
     tabled = [p for p in PAPERS if cfg.paper(p).tables]
+    drawn = {p: files for p in MECHANISMS if (files := reads(cfg, p))}  # the attention figures' systems and files
+    drawn_systems = [MECHANISMS[p].system for p in drawn]
     stages["index"] = _stage(  # it lists every system, so `dvc repro` at the root builds every paper's stages
-        "python -m crossmodal index", [f"{p}.tables" for p in tabled],
+        "python -m crossmodal index",
+        [f"{p}.tables" for p in tabled] + (["evaluation.max_length", *grouped(cfg, _dedupe(
+            [k for s in drawn_systems for k in cfg.model_sources(s)]))] if drawn else []),
         [*(paths.TABLES / summary_name(p) for p in tabled),  # the tables' files hold their claims (reports/claims.py)
          *(table_file(t).relative_to(closures.SRC.parent).as_posix() for p in tabled for t in cfg.paper(p).tables),
          SPREAD, paths.METRICS / "data_profile.json",
-         *(paths.METRICS / f"{n}.json" for n in [*cfg.systems(), *cfg.ensembles()]), *stage_code("index")],
+         *(paths.METRICS / f"{n}.json" for n in [*cfg.systems(), *cfg.ensembles()]),
+         *_dedupe([str(f) for files in drawn.values() for f in files.files]),
+         *stage_code("index", *_dedupe([f"models.{cfg.model_of(s).model}" for s in drawn_systems]))],
         [{str(paths.INDEX): {"cache": False}}, {str(CLAIMS): {"cache": False}},
          {str(FIGURES): {"cache": False}}, {str(PLOTS): {"cache": False}}])
     return stages

@@ -1,9 +1,10 @@
 """Stage `index`: reports/claims.md, the papers' claims tested over seeds (reports/claims.py), and reports/index.md,
 which links it first, then the status of the papers (the README shows the same table), every paper's built tables
-with their sources, row counts and claims that hold, the training-curve figures (reports/figures/, with the
-`dvc plots` data in reports/plots/), and every trained system and ensemble with its test scores; then it tags each
-system's MLflow run with its paper, table rows and seed. It depends on all of them, so `dvc repro` at the root
-rebuilds every stage of every paper."""
+with their sources, row counts and claims that hold, the figures (reports/figures/: training curves, with the
+`dvc plots` data in reports/plots/, and per paper its decoder's attention on a test image), and every trained system
+and ensemble with its test scores; then it tags each system's MLflow run with its paper, table rows and seed. It
+depends on all of them (and on what the attention figures read: the systems' model files, the example image, the
+region features), so `dvc repro` at the root rebuilds every stage of every paper."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -12,6 +13,7 @@ from .. import paths
 from ..config import PAPERS
 from ..io import write_text
 from ..reports.claims import CLAIMS, SPREAD, ClaimsPage, build_claims, cross_cpu_spread, objectives, seed_groups
+from ..reports.attention import write_attention_figures
 from ..reports.figures import FIGURES, PLOTS, figure_index_lines, write_figures
 from ..reports.runs import tag_runs
 from ..reports.tables import STATUS_PAPERS, build_index, build_status, load_tables, summary_name
@@ -41,13 +43,14 @@ def claims(cfg, root: Path) -> ClaimsPage:
 
 
 def figures(cfg, root: Path) -> list[str]:
-    """Every trained system's training-curve PNG and `dvc plots` file, every paper's overview (reports/figures.py);
-    returns the index's section that lists them."""
+    """Every trained system's training-curve PNG and `dvc plots` file, every paper's overview (reports/figures.py)
+    and attention figure (reports/attention.py); returns the index's section that lists them."""
     owners = {name: cfg.paper_of(name) for name in cfg.systems()}
     papers = {paper: [n for n, owner in owners.items() if owner == paper] for paper in dict.fromkeys(owners.values())}
     written = write_figures(root / paths.METRICS, root / FIGURES, papers, root / PLOTS, seed_groups(cfg),
                             STATUS_PAPERS)
-    return figure_index_lines(written, root / paths.INDEX, STATUS_PAPERS, root / PLOTS)
+    attention = write_attention_figures(cfg, root, root / FIGURES, STATUS_PAPERS)
+    return figure_index_lines(written, root / paths.INDEX, STATUS_PAPERS, root / PLOTS, attention)
 
 
 def run(cfg, root: Path, args) -> None:
