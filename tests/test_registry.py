@@ -23,6 +23,7 @@ SMALL = {
     "xlan": {"embed_dim": 16, "hidden_dim": 16, "heads": 2, "encoder_blocks": 2},
     "transformer": {"dim": 16, "heads": 2, "encoder_layers": 1, "decoder_layers": 2, "ffn_dim": 32},
     "xtransformer": {"dim": 16, "heads": 2, "encoder_layers": 1, "decoder_layers": 2, "ffn_dim": 32},
+    "hoca": {"embed_dim": 12, "hidden_dim": 8, "att_dim": 8, "steps": {"frames": 6, "motion": 6, "audio": 6}},
 }
 FEATURE_DIMS = {"regions": 6, "grid": 5, "frames": 7, "motion": 4, "audio": 3}  # one size per known input name
 
