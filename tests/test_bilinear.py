@@ -14,12 +14,7 @@ WORD_MASK = torch.tensor([[1, 1, 1], [1, 1, 0]], dtype=torch.bool)
 OBJECT_MASK = torch.tensor([[1, 1, 1, 1], [1, 1, 1, 0]], dtype=torch.bool)
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny tensors: a second thread gains little and loses much on a busy machine
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _fc(layer, x):

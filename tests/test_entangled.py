@@ -18,14 +18,7 @@ VISUAL_MASK = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0], [1, 0, 0, 0]], dtype=tor
 SEMANTIC_MASK = torch.tensor([[1, 1, 0], [1, 1, 1], [1, 0, 0]], dtype=torch.bool)  # n_s = 3
 
 
-@pytest.fixture(autouse=True)
-def _float64_one_thread():
-    previous, threads = torch.get_default_dtype(), torch.get_num_threads()
-    torch.set_default_dtype(torch.float64)
-    torch.set_num_threads(1)  # tiny tensors: a second thread gains little and loses much on a busy machine
-    yield
-    torch.set_default_dtype(previous)
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("float64")
 
 
 def _inputs(seed=0, words=5):

@@ -16,12 +16,7 @@ DIM, QUERY = 5, 4
 LENGTHS, FEATURE_DIMS = (3, 4, 2), (6, 3, 2)
 
 
-@pytest.fixture(autouse=True)
-def _float64():
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(previous)
+pytestmark = pytest.mark.usefixtures("float64")
 
 
 def _common(lengths, batch=2, seed=0):

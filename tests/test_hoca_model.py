@@ -24,14 +24,7 @@ LENGTHS = {"frames": [6, 3, 1], "motion": [5, 5, 2], "audio": [4, 1, 3]}  # a ba
 TARGETS = torch.tensor([[4, 5, 6], [7, 0, 0], [8, 4, 0]])
 
 
-@pytest.fixture(autouse=True)
-def _float64_one_thread():
-    previous, threads = torch.get_default_dtype(), torch.get_num_threads()
-    torch.set_default_dtype(torch.float64)
-    torch.set_num_threads(1)  # tiny tensors: a second thread gains little and loses much on a busy machine
-    yield
-    torch.set_default_dtype(previous)
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("float64")
 
 
 def _args(**overrides):
