@@ -15,8 +15,8 @@ For each SCST system (default: `updown_scst`, `aoanet_scst`), from its init's be
   - `samples16`: 16 samples per image instead of 5, at the same number of images per batch.
 
 Each run is in-process on the workspace's built features and models (`dvc repro` first), 2 threads. Writes
-benchmarks/results/scst.{json,md}. Run from an activated .venv:
-`python benchmarks/bench_scst.py [--systems updown_scst aoanet_scst] [--epochs 4]`.
+benchmarks/results/<name>.{json,md} (default scst). Run from an activated .venv:
+`python benchmarks/bench_scst.py [--systems updown_scst aoanet_scst] [--epochs 4] [--variants ...] [--name ...]`.
 """
 from __future__ import annotations
 
@@ -91,9 +91,9 @@ def train(system: str, variant: str, epochs: int) -> dict:
     return {"curve": curve, "seconds": round(time.perf_counter() - start, 1)}
 
 
-def write(report: dict) -> None:
+def write(report: dict, name: str = "scst") -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "scst.json").write_text(json.dumps(report, indent=1) + "\n")
+    (RESULTS / f"{name}.json").write_text(json.dumps(report, indent=1) + "\n")
     lines = ["# Self-critical training probes (default profile, synthetic data)", "",
              f"Machine: {report['machine']}; {report['date']}. Validation split, CIDEr-D x100.", ""]
     for system, r in report["systems"].items():
@@ -108,7 +108,7 @@ def write(report: dict) -> None:
                               f"{c.get('train_CIDEr_greedy', 0):.0f})" for c in v["curve"])
             lines.append(f"- `{variant}` ({v['seconds']} s): {cells}")
         lines.append("")
-    (RESULTS / "scst.md").write_text("\n".join(lines))
+    (RESULTS / f"{name}.md").write_text("\n".join(lines))
 
 
 def main() -> None:
@@ -118,6 +118,7 @@ def main() -> None:
     parser.add_argument("--systems", nargs="+", default=["updown_scst", "aoanet_scst"])
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     parser.add_argument("--epochs", type=int, default=4)
+    parser.add_argument("--name", default="scst", help="results file stem in benchmarks/results/")
     args = parser.parse_args()
     from bench_budget import machine
     from crossmodal.config import load
@@ -134,8 +135,8 @@ def main() -> None:
         print(system, json.dumps(r["decoding"]), flush=True)
         for variant in args.variants:
             r["variants"][variant] = train(system, variant, args.epochs)
-        write(report)
-    print((RESULTS / "scst.md").read_text())
+        write(report, args.name)
+    print((RESULTS / f"{args.name}.md").read_text())
 
 
 if __name__ == "__main__":
