@@ -1,12 +1,14 @@
 """Stage `tables` of a paper's pipeline: its transcribed tables (params.yaml `<paper>.tables`) with our numbers
 beside the paper's. `--systems` names the trained systems whose rows are built (the pipeline generator lists
-them, so that the stage reruns when that set changes); rows of other systems show as pending."""
+them, so that the stage reruns when that set changes); rows of other systems show as pending. A row of a system
+with several seeds (params `seeds: n`) shows their mean ± sd (n)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 from .. import paths
 from ..io import InputError
+from ..reports.claims import seed_groups
 from ..reports.tables import build_paper
 
 
@@ -17,5 +19,5 @@ def run(cfg, root: Path, args) -> None:
         raise InputError(f"unknown paper {args.paper!r}; one of {', '.join(PAPERS)}")
     systems = {s for s in args.systems.split(",") if s}
     for path in build_paper(args.paper, list(cfg.paper(args.paper).tables), root / paths.METRICS, systems,
-                            root / paths.TABLES):
+                            root / paths.TABLES, seeds=seed_groups(cfg)):
         print(path)
