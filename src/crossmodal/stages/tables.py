@@ -17,7 +17,8 @@ def run(cfg, root: Path, args) -> None:
 
     if args.paper not in PAPERS:
         raise InputError(f"unknown paper {args.paper!r}; one of {', '.join(PAPERS)}")
-    systems = {s for s in args.systems.split(",") if s}
+    groups = seed_groups(cfg)
+    systems = {s for name in args.systems.split(",") if name for s in groups.get(name, (name,))}  # with their seeds
     for path in build_paper(args.paper, list(cfg.paper(args.paper).tables), root / paths.METRICS, systems,
-                            root / paths.TABLES, seeds=seed_groups(cfg)):
+                            root / paths.TABLES, seeds=groups):
         print(path)
