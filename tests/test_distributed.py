@@ -71,6 +71,7 @@ def repo(tmp_path_factory) -> Path:
     params["world"]["image_size"] = 48
     params["evaluation"]["beam_size"] = 2
     params["runtime"]["threads"] = 1
+    params["compute"]["amp"] = False  # the tolerance bounds fp32 summation order; bf16 rounds far coarser
     for paper in ("aoanet", "xlan", "eta"):
         params.pop(paper)
     params["baselines"] = {"systems": {
@@ -221,10 +222,10 @@ def test_device_choice_and_the_cpu_only_checks():
         distributed.launch(ComputeConfig(processes=2, backend="nccl"), ["train", "--system", "x"])
 
 
-def test_cpu_amp_is_deterministic_bf16_autocast_and_off_by_default():
+def test_cpu_amp_is_deterministic_bf16_autocast_and_auto_follows_native_bf16(monkeypatch):
     layer = torch.nn.Linear(16, 8)
     x = torch.randn(4, 16, generator=torch.Generator().manual_seed(0))
-    off = distributed.Precision(ComputeConfig(), torch.device("cpu"))
+    off = distributed.Precision(ComputeConfig(amp=False), torch.device("cpu"))
     with off.autocast():
         assert layer(x).dtype == torch.float32
     on = distributed.Precision(ComputeConfig(amp=True), torch.device("cpu"))
@@ -232,7 +233,15 @@ def test_cpu_amp_is_deterministic_bf16_autocast_and_off_by_default():
     with on.autocast():
         first, second = layer(x), layer(x)
     assert first.dtype == torch.bfloat16 and torch.equal(first, second)
-    assert not torch.equal(first.float(), layer(x))  # it changes the numbers: hence a switch, off by default
+    assert not torch.equal(first.float(), layer(x))  # it changes the numbers: hence recorded, and a switch
+    for native in (True, False):
+        monkeypatch.setattr(distributed.environment, "native_bf16", lambda: native)
+        auto = distributed.Precision(ComputeConfig(amp="auto"), torch.device("cpu"))
+        assert auto.dtype == (torch.bfloat16 if native else None)
+        portable = distributed.Precision(ComputeConfig(amp="auto", portable=True), torch.device("cpu"))
+        assert portable.dtype is None  # portable kernels must agree with CPUs that lack bf16
+    with pytest.raises(ValueError, match="amp must be true, false or auto"):
+        ComputeConfig(amp="yes")
 
 
 def test_the_stage_relaunches_itself_unless_torchrun_started_it(monkeypatch):

@@ -9,7 +9,8 @@ from captioning_checks import assert_beam_one_is_greedy, assert_learns_tiny_task
 from crossmodal.data.captions import EOS
 from crossmodal.decoding.search import beam_search
 from crossmodal.models.base import Captioner
-from crossmodal.models.transformer import Transformer, TransformerArgs, causal_mask
+from crossmodal.models.transformer import Transformer, TransformerArgs
+from crossmodal.modules.sublayers import causal_mask
 from crossmodal.models.xtransformer import XDecoderLayer, XTransformer, XTransformerArgs
 
 MASK = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 0, 0, 0], [1, 1, 1, 0, 0]], dtype=torch.bool)

@@ -150,7 +150,8 @@ class ComputeConfig:
     numbers a stage produces, so every training stage depends on this section."""
 
     device: str = "auto"  # auto (CUDA when available) | cpu | cuda
-    amp: bool = False  # mixed precision (autocast): fp16/bf16 on CUDA, bf16 on the CPU; changes the numbers
+    amp: bool | str = "auto"  # mixed precision (autocast): true | false | auto (where the device computes bf16
+    # natively: a CUDA GPU with bf16, a CPU with AVX-512 BF16 or AMX); changes the numbers
     processes: int = 1  # > 1: the stage relaunches itself under torchrun, one DDP process each
     backend: str = "auto"  # auto (nccl on CUDA, gloo on CPU) | nccl | gloo
     portable: bool = False  # pin the CPU kernel paths (environment.py), so that x86-64 CPUs agree bit for bit
@@ -162,6 +163,8 @@ class ComputeConfig:
             raise ValueError(f"backend must be auto, nccl or gloo, not {self.backend!r}")
         if self.processes < 1:
             raise ValueError("processes must be at least 1")
+        if not isinstance(self.amp, bool) and self.amp != "auto":
+            raise ValueError(f"amp must be true, false or auto, not {self.amp!r}")
 
 
 @dataclass(frozen=True)
@@ -599,6 +602,8 @@ def _convert(value: Any, tp: Any, where: str) -> Any:
         options = typing.get_args(tp)
         if value is None and type(None) in options:
             return None
+        if any(o in (bool, str) and isinstance(value, o) for o in options):  # e.g. bool | str: true or "auto"
+            return value
         return _convert(value, next(o for o in options if o is not type(None)), where)
     if origin is dict or tp is dict:
         if not isinstance(value, dict):

@@ -61,6 +61,20 @@ def _cpu_model() -> str:
 
 
 @functools.cache
+def native_bf16() -> bool:
+    """Whether this CPU computes bf16 natively (the avx512_bf16 or amx_bf16 flag of /proc/cpuinfo); elsewhere
+    torch emulates bf16, slower than fp32."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return bool({"avx512_bf16", "amx_bf16"} & set(line.split(":", 1)[1].split()))
+    except OSError:
+        pass
+    return False
+
+
+@functools.cache
 def _java_version() -> str:
     """The first line of `java -version` (METEOR and the PTB tokenizer run on it), or "unavailable"."""
     try:
@@ -85,6 +99,7 @@ def describe(device: str = "cpu") -> dict:
     return {
         "cpu": _cpu_model(),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "cpu_bf16": native_bf16(),
         "threads": torch.get_num_threads(),
         "portable": all(os.environ.get(k) == v for k, v in PORTABLE.items()),
         "kernel_variables": {k: os.environ[k] for k in KERNEL_VARIABLES if k in os.environ},

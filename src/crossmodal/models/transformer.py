@@ -1,5 +1,6 @@
 """Transformer captioner (the X-LAN paper's Table 1 "Transformer": Pan et al., CVPR 2020), and the pieces the
-X-Transformer (`xtransformer.py`) shares with it: positions, causal mask, FFN sublayer, cached decoding.
+X-Transformer (`xtransformer.py`) shares with it: cached decoding (positions, causal mask, FFN sublayer and
+encoder layer: `modules/sublayers.py`).
 
 The paper says only that "Transformer denotes our implementation of Transformer-based encoder-decoder structure
 as in [Vaswani et al. 2017]" and that X-Transformer plugs X-Linear attention blocks into that structure.
@@ -31,32 +32,8 @@ from torch import nn
 
 from ..data.captions import BOS
 from ..modules.multihead import MultiHeadAttention
+from ..modules.sublayers import EncoderLayer, FeedForward, causal_mask, sinusoid
 from .base import Captioner
-
-
-def sinusoid(positions: torch.Tensor, dim: int) -> torch.Tensor:
-    """PE(p, 2i) = sin(p / 10000^(2i/D)), PE(p, 2i+1) = cos(p / 10000^(2i/D)) (Vaswani sec. 3.5) -> [T, D]."""
-    freq = torch.exp(torch.arange(0, dim, 2, device=positions.device) * (-math.log(10000.0) / dim))
-    angles = positions.float().unsqueeze(1) * freq
-    return torch.stack([angles.sin(), angles.cos()], -1).flatten(1)[:, :dim]
-
-
-def causal_mask(new: int, past: int, device) -> torch.Tensor:
-    """[new, past + new] bool: query i (at position past + i) sees keys 0 .. past + i."""
-    return torch.arange(past + new, device=device) <= (past + torch.arange(new, device=device)).unsqueeze(1)
-
-
-class FeedForward(nn.Module):
-    """LN(x + Drop(W_2 Drop_inner(ReLU(W_1 x)))): the post-LN FFN sublayer (official FeedForwardBlock)."""
-
-    def __init__(self, dim: int, hidden: int, dropout: float, inner_dropout: float = 0.0):
-        super().__init__()
-        self.net = nn.Sequential(nn.Linear(dim, hidden), nn.ReLU(), nn.Dropout(inner_dropout),
-                                 nn.Linear(hidden, dim), nn.Dropout(dropout))
-        self.norm = nn.LayerNorm(dim)
-
-    def forward(self, x):
-        return self.norm(x + self.net(x))
 
 
 class CachedDecoder(Captioner):
@@ -104,19 +81,6 @@ class TransformerArgs:
             raise ValueError("encoder_layers and decoder_layers must be >= 1")
 
 
-class _EncoderLayer(nn.Module):
-    def __init__(self, args: TransformerArgs):
-        super().__init__()
-        self.attention = MultiHeadAttention(args.dim, args.heads)  # W^Q, W^K|W^V, W^O named query, kv, out
-        self.norm = nn.LayerNorm(args.dim)
-        self.dropout = nn.Dropout(args.dropout)
-        self.ffn = FeedForward(args.dim, args.ffn_dim, args.dropout)
-
-    def forward(self, x, mask):
-        x = self.norm(x + self.dropout(self.attention(x, *self.attention.project_kv(x), mask)[0]))
-        return self.ffn(x)
-
-
 class _DecoderLayer(nn.Module):
     def __init__(self, args: TransformerArgs):
         super().__init__()
@@ -143,7 +107,7 @@ class Transformer(CachedDecoder):
         self.vocab_size = vocab_size
         d = args.dim
         self.feature_embed = nn.Sequential(nn.Linear(input_dims["regions"], d), nn.ReLU(), nn.Dropout(args.dropout))
-        self.encoder = nn.ModuleList(_EncoderLayer(args) for _ in range(args.encoder_layers))
+        self.encoder = nn.ModuleList(EncoderLayer(args.dim, args.heads, args.ffn_dim, args.dropout) for _ in range(args.encoder_layers))
         self.word_embed = nn.Embedding(vocab_size, d)
         self.dropout = nn.Dropout(args.dropout)
         self.decoder = nn.ModuleList(_DecoderLayer(args) for _ in range(args.decoder_layers))

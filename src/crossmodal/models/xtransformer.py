@@ -44,7 +44,8 @@ from torch import nn
 
 from ..modules.additive import masked_mean
 from ..modules.xlinear import ACTIVATIONS, XLinearAttention, XLinearEncoderLayer
-from .transformer import CachedDecoder, FeedForward
+from ..modules.sublayers import FeedForward
+from .transformer import CachedDecoder
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ Equations:
 - Eq. 4, sub-encoder self-attention M^{l+1} = MultiHead(O^l, O^l, O^l), and eq. 5, the position-wise FFN
   W_2 ReLU(W_1 x + b_1) + b_2, each followed by a residual connection and layer normalization "Same to [37]":
   the dual-way encoder's two sub-encoders (§4.1) are stacks of plain Vaswani encoder layers, so
-  `SubEncoderLayer` IS the repository Transformer's encoder layer (`models.transformer._EncoderLayer`).
+  `SubEncoderLayer` IS the repository Transformer's encoder layer (`modules.sublayers.EncoderLayer`).
 - Eq. 6, the decoder inputs W_<t = [w_0; ...; w_{t-1}] (word embedding + positional encoding): the model's part.
 - Eq. 7, the decoder's masked self-attention A_{:,t} = MultiHead(H_{:,t}, H_<t, H_<t): `EntangledDecoderLayer`'s
   `self_attention` (a `ResidualAttention`), causal, with a cache of the past words' keys and values.
@@ -48,7 +48,7 @@ Choices where the paper is silent (each stated as ours):
   the sake of concise expression"), W_c included. PyTorch's default initialisation.
 - The columns of W_c read [g^(s), g^(v), a] in eq. 11's order; c_t gates the visual stream v_t, 1 - c_t the
   semantic one (eq. 12).
-- The FFN sublayer is the repository Transformer's (`models.transformer.FeedForward`, post-LN), imported rather
+- The FFN sublayer is the repository Transformer's (`modules.sublayers.FeedForward`, post-LN), shared rather
   than written again; the sub-encoder layer likewise.
 
 Not here (the model file's part): the region projection V^0 ("a linear transformation"), the attribute embedding
@@ -62,8 +62,8 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
-from ..models.transformer import FeedForward, TransformerArgs, _EncoderLayer, causal_mask
 from .multihead import MultiHeadAttention
+from .sublayers import EncoderLayer, FeedForward, causal_mask
 
 KeysValues = tuple[torch.Tensor, torch.Tensor]
 
@@ -71,12 +71,12 @@ GBC_ACTIVATIONS = {"identity": nn.Identity, "sigmoid": nn.Sigmoid, "tanh": nn.Ta
 TABLE6_ACTIVATIONS = {"Sigmoid": "sigmoid", "Tanh": "tanh", "ReLU": "relu", "Linear": "identity"}
 
 
-class SubEncoderLayer(_EncoderLayer):
+class SubEncoderLayer(EncoderLayer):
     """One block of the visual or the semantic sub-encoder (eqs. 4-5): O^{l+1} = LN(M + Drop(FFN(M))),
     M = LN(O^l + Drop(MultiHead(O^l, O^l, O^l))), padded rows masked as keys. `forward(x [B, N, D], mask [B, N])`."""
 
     def __init__(self, dim: int = 512, heads: int = 8, ffn_dim: int = 2048, dropout: float = 0.1):
-        super().__init__(TransformerArgs(dim=dim, heads=heads, ffn_dim=ffn_dim, dropout=dropout))
+        super().__init__(dim, heads, ffn_dim, dropout)
 
 
 class ResidualAttention(nn.Module):

@@ -1,19 +1,22 @@
 """Where training runs: the device, mixed precision, and data parallelism over processes launched by torchrun.
 
-The default (`compute` as in params.yaml: device auto on a machine without CUDA, amp off, one process, features
-in memory) is the path every committed result was trained on.
+The default (`compute` as in params.yaml: device auto, amp auto, one process, features in memory) is the path
+every committed result was trained on: on this project's CPU (AVX-512 BF16) that is fp32 weights with bf16
+autocast.
 
 Device. `compute.device: auto` is CUDA when `torch.cuda.is_available()`, else the CPU; `cuda` without CUDA is an
 InputError. Under torchrun on CUDA each process takes the GPU of its LOCAL_RANK. Saved weights and checkpoints
 are CPU tensors, so they load on a CPU-only machine.
 
-Mixed precision. `compute.amp: true` runs the training forward passes and losses (teacher forcing; SCST's
-greedy baseline and sampling) under `torch.autocast`: bf16 where the GPU supports it, else fp16 with a gradient
-scaler. On the CPU it is bf16 autocast: on a CPU with native bf16 (AVX-512 BF16 or AMX) it made an epoch 1.73x
-faster for Up-Down, 1.29x for the Transformer and 1.09x for X-LAN (benchmarks/results/levers.md); without native
-bf16 it is slower. It keeps same-CPU determinism but changes the numbers, so it is off by default (the curves it
-gives: docs/performance.md). Validation and test decoding stay in fp32 (beam search compares sums of
-log-probabilities).
+Mixed precision. Under autocast the training forward passes and losses (teacher forcing; SCST's greedy baseline
+and sampling) compute their matrix products in a 16-bit type; weights, gradients and the optimiser stay fp32.
+`compute.amp: true`: bf16 where the GPU supports it, else fp16 with a gradient scaler; bf16 on any CPU. `auto`
+(the default): bf16 where the device computes it natively (a CUDA GPU with bf16; a CPU with AVX-512 BF16 or AMX,
+`environment.native_bf16`, unless `compute.portable` pins the kernels), else fp32, because emulated bf16 is slower
+than fp32. `false`: fp32. On this CPU bf16 made an epoch 1.06-1.43x faster (benchmarks/results/levers.md; its
+converged runs against fp32's: docs/performance.md). It keeps same-CPU determinism but changes the numbers, so the
+environment block records `cpu_bf16`. Validation and test decoding stay in fp32 (beam
+search compares sums of log-probabilities).
 
 Processes. With `compute.processes: N > 1`, `python -m crossmodal train` (the DVC stage) relaunches itself as
 `python -m torch.distributed.run --standalone --nproc_per_node N -m crossmodal ...` and exits with torchrun's
@@ -59,6 +62,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from .. import environment
 from ..config import ComputeConfig
 from ..io import InputError
 
@@ -90,7 +94,11 @@ class Precision:
     def __init__(self, compute: ComputeConfig, device: torch.device):
         self.device_type = device.type
         self.dtype = None
-        if compute.amp and device.type == "cuda":
+        if compute.amp == "auto" and device.type == "cuda":
+            self.dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else None
+        elif compute.amp == "auto":  # portable kernels must agree across CPUs with and without native bf16
+            self.dtype = torch.bfloat16 if environment.native_bf16() and not compute.portable else None
+        elif compute.amp and device.type == "cuda":
             self.dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
         elif compute.amp:
             self.dtype = torch.bfloat16
