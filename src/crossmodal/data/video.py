@@ -17,7 +17,9 @@ MSVD (Chen and Dolan, 2011), as distributed for captioning:
   English descriptions only (the multilingual corpus is a separate CSV with a Language column, not read
   here), about 40 per clip.
 - `youtube_mapping.txt`: ``<clip> vid<N>`` for the 1,970 clips of YouTubeClips.tar.
-- Standard split (Yao et al. 2015, used by HOCA): vid1-1200 train, vid1201-1300 val, vid1301-1970 test.
+- Standard split (Yao et al. 2015, used by HOCA): vid1-1200 train, vid1201-1300 val, vid1301-1970 test. A
+  smaller MSVD-like set (the synthetic video world) passes `num_videos`: its vid1..N split in the same
+  proportions (`split_sizes`).
 Captions of a clip absent from the mapping are an error unless `drop_unmapped=True`.
 
 MSR-VTT (Xu et al., 2016): `videodatainfo.json` with `videos[{video_id, split, id, category, url,
@@ -67,7 +69,6 @@ STANDARD_SPLIT_SIZES = {
     "msrvtt": {"train": 6513, "val": 497, "test": 2990},
 }
 MSVD_NUM_VIDEOS = 1970
-MSVD_LAST_OF_SPLIT = (("train", 1200), ("val", 1300), ("test", MSVD_NUM_VIDEOS))
 MSRVTT_SPLIT_NAMES = {"train": "train", "validate": "val", "val": "val", "test": "test"}
 
 _MSVD_VIDEO = re.compile(r"vid([1-9]\d*)")
@@ -105,17 +106,29 @@ def parse_msvd_clip(clip: str, where: str = "MSVD clip") -> tuple[str, int, int]
     return youtube_id, int(start), int(end)
 
 
-def msvd_split(video_id: str) -> str:
-    """Standard split of an MSVD video id `vid<N>`."""
+def split_sizes(dataset: str, num_videos: int) -> dict[str, int]:
+    """Train / val / test sizes of `num_videos` videos in the standard split's proportions (each at least 1):
+    the standard sizes themselves at the full size."""
+    standard = STANDARD_SPLIT_SIZES[dataset]
+    total = sum(standard.values())
+    if num_videos < len(SPLITS):
+        raise ValueError(f"{dataset}: {num_videos} videos cannot fill {len(SPLITS)} splits")
+    train = max(1, round(num_videos * standard["train"] / total))
+    val = max(1, round(num_videos * standard["val"] / total))
+    return {"train": train, "val": val, "test": num_videos - train - val}
+
+
+def msvd_split(video_id: str, num_videos: int = MSVD_NUM_VIDEOS) -> str:
+    """Split of an MSVD video id `vid<N>`: the standard one, or its proportions over vid1..num_videos."""
     match = _MSVD_VIDEO.fullmatch(video_id)
-    if match is None or int(match.group(1)) > MSVD_NUM_VIDEOS:
-        raise InputError(f"MSVD video id {video_id!r} is not vid1 ... vid{MSVD_NUM_VIDEOS}")
-    number = int(match.group(1))
-    return next(split for split, last in MSVD_LAST_OF_SPLIT if number <= last)
+    if match is None or int(match.group(1)) > num_videos:
+        raise InputError(f"MSVD video id {video_id!r} is not vid1 ... vid{num_videos}")
+    number, sizes = int(match.group(1)), split_sizes("msvd", num_videos)
+    return "train" if number <= sizes["train"] else "val" if number <= sizes["train"] + sizes["val"] else "test"
 
 
-def read_msvd_mapping(path: str | Path) -> dict[str, str]:
-    """clip name -> video id (`vid<N>`) from `youtube_mapping.txt`."""
+def read_msvd_mapping(path: str | Path, num_videos: int = MSVD_NUM_VIDEOS) -> dict[str, str]:
+    """clip name -> video id (`vid<N>`, N <= num_videos) from `youtube_mapping.txt`."""
     path = Path(path)
     mapping: dict[str, str] = {}
     videos: set[str] = set()
@@ -129,7 +142,7 @@ def read_msvd_mapping(path: str | Path) -> dict[str, str]:
         clip, video_id = fields
         parse_msvd_clip(clip, where)
         try:
-            msvd_split(video_id)
+            msvd_split(video_id, num_videos)
         except InputError as err:
             raise InputError(f"{where}: {err}") from None
         if clip in mapping or video_id in videos:
@@ -155,16 +168,16 @@ def read_msvd_descriptions(path: str | Path) -> dict[str, list[str]]:
     return captions
 
 
-def read_msvd(descriptions_path: str | Path, mapping_path: str | Path,
-              drop_unmapped: bool = False) -> dict[str, VideoCaptions]:
-    """Every mapped MSVD video with its standard split and captions, in natural id order."""
-    mapping = read_msvd_mapping(mapping_path)
+def read_msvd(descriptions_path: str | Path, mapping_path: str | Path, drop_unmapped: bool = False,
+              num_videos: int = MSVD_NUM_VIDEOS) -> dict[str, VideoCaptions]:
+    """Every mapped MSVD video with its split (see `msvd_split`) and captions, in natural id order."""
+    mapping = read_msvd_mapping(mapping_path, num_videos)
     by_clip = read_msvd_descriptions(descriptions_path)
     unmapped = [clip for clip in by_clip if clip not in mapping]
     if unmapped and not drop_unmapped:
         raise InputError(f"{descriptions_path}: {len(unmapped)} clips are not in {mapping_path} (first: "
                          f"{unmapped[0]}); pass drop_unmapped=True to ignore them")
-    videos = {video_id: VideoCaptions(msvd_split(video_id), tuple(by_clip.get(clip, ())))
+    videos = {video_id: VideoCaptions(msvd_split(video_id, num_videos), tuple(by_clip.get(clip, ())))
               for clip, video_id in mapping.items()}
     return {v: videos[v] for v in sorted(videos, key=_natural_key)}
 
