@@ -112,7 +112,7 @@ def test_every_action_stays_on_screen_and_only_rolling_and_spinning_turn():
                                          ("spinning", "around", 0.8, 0.0), ("falling", "down", 0.2, 0.0)):
         mover = Mover("red", "square", action, direction, x0, speed / cfg.duration, 0.6, 1.5)
         x, y, angle, strikes = trajectory(mover, cfg)
-        r = 0.09 * cfg.frame_size
+        r = 0.12 * cfg.frame_size
         assert len(x) == cfg.frames and (bool(strikes) != (action == "sliding"))  # sliding scrapes instead
         assert (x - r > 0).all() and (x + r < cfg.frame_size).all() and (y - r > 0).all()
         assert (y + r <= 0.85 * cfg.frame_size + 1e-9).all()  # never below the floor

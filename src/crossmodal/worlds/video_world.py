@@ -220,7 +220,7 @@ def make_clips(cfg: VideoWorldConfig, dataset: str) -> list[Clip]:
 # --- motion ---------------------------------------------------------------------------------------------------
 
 def radius(cfg: VideoWorldConfig) -> float:
-    return 0.09 * cfg.frame_size
+    return 0.12 * cfg.frame_size
 
 
 def trajectory(mover: Mover, cfg: VideoWorldConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[float]]:
