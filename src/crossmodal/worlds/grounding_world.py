@@ -24,7 +24,6 @@ Generation is seeded per image.
 """
 from __future__ import annotations
 
-import hashlib
 import math
 from collections import defaultdict
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ from typing import Mapping
 import numpy as np
 
 from ..io import atomic_path, write_text
+from .seeding import item_rng
 from .vqa_world import RELATION_WORDS, describe
 
 TYPE_FREQUENCIES = {"people": 5656, "clothing": 2306, "bodyparts": 523, "animals": 518, "vehicles": 400,
@@ -61,11 +61,6 @@ class Entity:
     phrase: str
     boxes: tuple[tuple[int, int, int, int], ...]  # none: the scene chain flagged as such
     members: tuple[int, ...] = ()  # object ids (objects and groups)
-
-
-def _rng(cfg: GroundingWorldConfig, image_id: int) -> np.random.Generator:
-    digest = hashlib.sha256(f"{cfg.seed}/grounding/{image_id}".encode()).digest()
-    return np.random.default_rng(int.from_bytes(digest[:8], "little"))
 
 
 def pixel_box(box, size: int) -> tuple[int, int, int, int]:
@@ -160,7 +155,7 @@ def generate(cfg: GroundingWorldConfig, scene_graphs: Mapping, out_dir: str | Pa
         (tmp / "Sentences").mkdir(parents=True)
         (tmp / "Annotations").mkdir()
         for graph in scene_graphs["images"]:
-            rng = _rng(cfg, graph["image_id"])
+            rng = item_rng(cfg.seed, "grounding", graph["image_id"])
             by_object, groups, scene = entities(rng, graph, chain)
             chain = scene.chain_id + 1
             lines = [sentence(rng, graph, by_object, groups, scene, k % 3 == 2) for k in range(cfg.sentences_per_image)]

@@ -35,7 +35,6 @@ clip (seed, dataset, index): a clip's content does not depend on the other clips
 """
 from __future__ import annotations
 
-import hashlib
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +48,7 @@ from tqdm import tqdm
 from ..data.video import split_sizes
 from ..data.video_files import write_clip
 from ..io import atomic_path, write_json, write_text
+from .seeding import item_rng
 
 DATASETS = ("msvd", "msrvtt")
 COLORS: dict[str, tuple[int, int, int]] = {
@@ -142,11 +142,6 @@ class Clip:
     captions: tuple[str, ...]
 
 
-def _rng(cfg: VideoWorldConfig, dataset: str, index: int) -> np.random.Generator:
-    digest = hashlib.sha256(f"{cfg.seed}/{dataset}/{index}".encode()).digest()
-    return np.random.default_rng(int.from_bytes(digest[:8], "little"))
-
-
 def _mover(rng: np.random.Generator, color: str, shape: str, action: str, duration: float) -> Mover:
     if action in ("rolling", "sliding", "drifting"):
         direction = str(rng.choice(["left", "right"]))
@@ -161,7 +156,7 @@ def _mover(rng: np.random.Generator, color: str, shape: str, action: str, durati
 
 def sample_clip(cfg: VideoWorldConfig, dataset: str, index: int, split: str) -> Clip:
     """The clip `index` of `dataset`: its scene and its captions (seeded by (seed, dataset, index))."""
-    rng = _rng(cfg, dataset, index)
+    rng = item_rng(cfg.seed, dataset, index)
     color, other_color = (str(c) for c in rng.choice(list(COLORS), 2, replace=False))
     shape, other_shape = (str(s) for s in rng.choice(SHAPES, 2, replace=False))
     action = str(rng.choice(ACTIONS))
@@ -292,7 +287,7 @@ def _draw(draw: ImageDraw.ImageDraw, mover: Mover, cx: float, cy: float, angle: 
 def render_frames(clip: Clip, cfg: VideoWorldConfig) -> np.ndarray:
     """The clip's frames, [frames, size, size, 3] uint8 RGB: place background, floor, objects, pixel noise."""
     size, r = cfg.frame_size, radius(cfg)
-    rng = np.random.default_rng(int(hashlib.sha256(f"{cfg.seed}/frames/{clip.video_id}".encode()).hexdigest()[:8], 16))
+    rng = item_rng(cfg.seed, "frames", clip.video_id)
     movers = [m for m in (clip.distractor, clip.twin, clip.subject) if m is not None]
     paths = [trajectory(m, cfg)[:3] for m in movers]
     out = np.empty((cfg.frames, size, size, 3), np.uint8)
@@ -320,7 +315,7 @@ def impulse_response(material: str, sample_rate: int) -> np.ndarray:
 def render_audio(clip: Clip, cfg: VideoWorldConfig) -> np.ndarray:
     """The clip's audio, mono float32 in [-1, 1]: the subject's strikes through its material, hum and noise."""
     n = int(round(cfg.duration * cfg.sample_rate))
-    rng = np.random.default_rng(int(hashlib.sha256(f"{cfg.seed}/audio/{clip.video_id}".encode()).hexdigest()[:8], 16))
+    rng = item_rng(cfg.seed, "audio", clip.video_id)
     excitation = np.zeros(n)
     subject = clip.subject
     response = impulse_response(clip.material, cfg.sample_rate)
@@ -340,9 +335,9 @@ def render_audio(clip: Clip, cfg: VideoWorldConfig) -> np.ndarray:
 
 def _youtube_id(cfg: VideoWorldConfig, dataset: str, index: int) -> tuple[str, int]:
     """An 11-character YouTube-style id and a start second for the clip (seeded like the clip)."""
-    digest = hashlib.sha256(f"{cfg.seed}/youtube/{dataset}/{index}".encode()).digest()
+    rng = item_rng(cfg.seed, "youtube", dataset, index)
     alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
-    return "".join(alphabet[b % 64] for b in digest[:11]), digest[11] + 256 * (digest[12] % 2)
+    return "".join(alphabet[k] for k in rng.integers(64, size=11)), int(rng.integers(512))
 
 
 def labels(clip: Clip) -> dict:

@@ -32,7 +32,6 @@ trains or selects a model reads them. Question ids are image id x 1000 + k. Gene
 """
 from __future__ import annotations
 
-import hashlib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +41,7 @@ import numpy as np
 
 from ..io import atomic_path, write_json
 from ..metrics.vqa import normalize_answer
+from .seeding import item_rng
 
 SPLIT_FILES = {"train": "train2014", "val": "val2014", "test": "test-dev2015"}
 CONFUSABLE = {
@@ -235,11 +235,6 @@ def _majority(answers: list[str]) -> str:
     return next(a for a in normalised if counts[a] == best)
 
 
-def _rng(cfg: VqaWorldConfig, image_id: int) -> np.random.Generator:
-    digest = hashlib.sha256(f"{cfg.seed}/vqa/{image_id}".encode()).digest()
-    return np.random.default_rng(int.from_bytes(digest[:8], "little"))
-
-
 def generate(cfg: VqaWorldConfig, scene_graphs: Mapping, out_dir: str | Path) -> dict[str, int]:
     """Write the VQA files for every image of `scene_graphs` (the image world's JSON) into `out_dir` (replaced
     atomically); returns the number of questions per split."""
@@ -247,7 +242,7 @@ def generate(cfg: VqaWorldConfig, scene_graphs: Mapping, out_dir: str | Path) ->
     questions: dict[str, list[dict]] = {split: [] for split in SPLIT_FILES}
     annotations: dict[str, list[dict]] = {split: [] for split in SPLIT_FILES}
     for graph in scene_graphs["images"]:
-        rng = _rng(cfg, graph["image_id"])
+        rng = item_rng(cfg.seed, "vqa", graph["image_id"])
         for k, question in enumerate(ask(rng, graph, attributes, cfg.questions_per_image)):
             question_id = graph["image_id"] * 1000 + k
             answers = annotate(rng, question, cfg, attributes)
