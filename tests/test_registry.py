@@ -24,8 +24,10 @@ SMALL = {
     "transformer": {"dim": 16, "heads": 2, "encoder_layers": 1, "decoder_layers": 2, "ffn_dim": 32},
     "xtransformer": {"dim": 16, "heads": 2, "encoder_layers": 1, "decoder_layers": 2, "ffn_dim": 32},
     "hoca": {"embed_dim": 12, "hidden_dim": 8, "att_dim": 8, "steps": {"frames": 6, "motion": 6, "audio": 6}},
+    "eta": {"dim": 16, "heads": 2, "encoder_layers": 1, "decoder_layers": 2, "ffn_dim": 32},
 }
-FEATURE_DIMS = {"regions": 6, "grid": 5, "frames": 7, "motion": 4, "audio": 3}  # one size per known input name
+FEATURE_DIMS = {"regions": 6, "grid": 5, "frames": 7, "motion": 4, "audio": 3, "attributes": 1}  # per input name
+WORD_INPUTS = {"attributes"}  # word ids [B, N] (of the 11-word vocabulary) instead of features [B, N, D]
 
 
 def _spec(model, **model_args):
@@ -38,7 +40,9 @@ def _inputs(names, batch=3):
     for i, name in enumerate(names):
         n = 4 + i
         mask = torch.arange(n)[None] < torch.tensor([n, 2, 1][:batch])[:, None]
-        out[name] = Padded(torch.randn(batch, n, FEATURE_DIMS[name], generator=gen), mask)
+        values = (torch.randint(2, 11, (batch, n), generator=gen) if name in WORD_INPUTS
+                  else torch.randn(batch, n, FEATURE_DIMS[name], generator=gen))
+        out[name] = Padded(values, mask)
     return out
 
 

@@ -10,8 +10,8 @@ from crossmodal.data.captions import EOS
 from crossmodal.decoding.search import beam_search
 from crossmodal.models.base import Captioner
 from crossmodal.models.transformer import Transformer, TransformerArgs
-from crossmodal.modules.sublayers import causal_mask
 from crossmodal.models.xtransformer import XDecoderLayer, XTransformer, XTransformerArgs
+from crossmodal.modules.sublayers import causal_mask
 
 MASK = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 0, 0, 0], [1, 1, 1, 0, 0]], dtype=torch.bool)
 TARGETS = torch.tensor([[4, 5, 6, 7], [8, 4, 0, 0], [5, 5, 9, 0], [6, 0, 0, 0], [7, 8, 9, 10], [4, 9, 0, 0]])
