@@ -6,16 +6,25 @@ import re
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from crossmodal.data.vqa import (
+    QUESTION_PAD,
+    QUESTION_TOKENS,
+    QUESTION_UNK,
     VqaAnnotation,
+    VqaQuestion,
     answer_vocabulary,
+    encode_questions,
+    question_words,
     read_vqa,
     read_vqa_annotations,
     read_vqa_questions,
     soft_score,
     soft_scores,
+    target_matrix,
+    tokenize_question,
 )
 from crossmodal.io import InputError
 from crossmodal.metrics.vqa import normalize_answer, vqa_accuracy
@@ -200,3 +209,27 @@ def test_bad_questions_are_input_errors(tmp_path):
         read_vqa_questions(_write(tmp_path, "q.json", "{"))
     with pytest.raises(InputError, match="missing file"):
         read_vqa_questions(tmp_path / "absent.json")
+
+
+def test_questions_are_tokenised_as_ban_does_and_back_padded():
+    assert tokenize_question("What's on the man's head, left?") == ["what", "'s", "on", "the", "man", "'s", "head",
+                                                                   "left"]
+    questions = [VqaQuestion(1, 1, "Is there a red circle?"), VqaQuestion(2, 1, "Is the circle red?"),
+                 VqaQuestion(3, 2, " ".join(["red"] * 20) + "?")]
+    words = question_words(questions)
+    assert words == ["red", "circle", "is", "a", "the", "there"]  # by count (red 22, circle 2, is 2), then a-z
+    ids, lengths = encode_questions(questions[:2] + [VqaQuestion(4, 3, "Is it blue?")] + questions[2:], words)
+    assert ids.shape == (4, QUESTION_TOKENS) and ids.dtype == np.int64
+    assert ids[0, :5].tolist() == [4, 7, 5, 2, 3] and (ids[0, 5:] == QUESTION_PAD).all()  # id = 2 + position
+    assert ids[2, :3].tolist() == [4, QUESTION_UNK, QUESTION_UNK]
+    assert lengths.tolist() == [5, 4, 3, QUESTION_TOKENS] and (ids[3] == 2).all()  # cut at 14 tokens
+
+
+def test_target_matrix_holds_the_soft_scores(questions):
+    answers = answer_vocabulary([q.annotation for q in questions], min_occurrence=1)
+    targets = target_matrix(questions, answers)
+    for row, question in enumerate(questions):
+        want = soft_scores(question.annotation.answers, set(answers))
+        assert {answers[k]: float(v) for k, v in enumerate(targets[row]) if v} == pytest.approx(want)
+    with pytest.raises(InputError, match="has no annotation"):
+        target_matrix([VqaQuestion(9, 9, "Why?")], answers)

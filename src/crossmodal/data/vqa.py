@@ -22,6 +22,14 @@ BAN's answer vocabulary (`answer_vocabulary`) counts, for every question of trai
 answers on VQA v2). Deviation: the official label order is first appearance in the train-then-val files;
 ours is by decreasing count, ties alphabetically, so that labels do not depend on file order.
 
+Questions (`tokenize_question`, `question_words`, `encode_questions`) follow BAN's `Dictionary.tokenize`: lower
+case, commas and question marks removed, "'s" split off as its own token, split on whitespace; at most 14 tokens.
+The word list is built from the train, val and test-dev questions, as the official `create_dictionary` does
+(questions are inputs, never labels), most frequent first, ties alphabetically. Deviations: ids 0 and 1 are
+padding and unknown words (the official code sends an unknown word to its last word's id), and questions are padded
+at the back with a mask instead of at the front, so that a GRU's states at the real words do not depend on padding
+and a phrase's last word keeps its position (the grounding task reads the state there).
+
 Soft targets (`soft_scores`) follow BAN's `compute_target`: the ten human answers are counted as they
 stand in the file, *not normalised* (so ``leaf-hat`` never scores the label ``leaf hat``), and each
 vocabulary answer given by k annotators gets min(1, 0.3 k) (0.3, 0.6, 0.9, 1.0 for k = 1, 2, 3, >= 4),
@@ -32,12 +40,16 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Collection, Iterable, Sequence
+from typing import Collection, Iterable, Mapping, Sequence
+
+import numpy as np
 
 from ..io import InputError, json_field, read_json
 from ..metrics.vqa import normalize_answer
 
 ANSWERS_PER_QUESTION = 10
+QUESTION_TOKENS = 14  # BAN's max_length
+QUESTION_PAD, QUESTION_UNK = 0, 1
 ANSWER_TYPES = ("yes/no", "number", "other")
 BAN_MIN_ANSWER_OCCURRENCE = 9
 
@@ -182,3 +194,42 @@ def answer_vocabulary(annotations: Iterable[VqaAnnotation], min_occurrence: int 
         questions_per_answer.setdefault(answer, set()).add(annotation.question_id)
     counts = {answer: len(ids) for answer, ids in questions_per_answer.items() if len(ids) >= min_occurrence}
     return sorted(counts, key=lambda answer: (-counts[answer], answer))
+
+
+# --- questions and targets as arrays --------------------------------------------------------------
+
+def tokenize_question(question: str) -> list[str]:
+    """BAN's tokenisation: lower case, ',' and '?' removed, "'s" split off, whitespace-separated."""
+    return question.lower().replace(",", "").replace("?", "").replace("'s", " 's").split()
+
+
+def question_words(questions: Iterable[VqaQuestion]) -> list[str]:
+    """The question word list: every token of the given questions, most frequent first, ties alphabetically
+    (id = QUESTION_UNK + 1 + position)."""
+    counts = Counter(token for q in questions for token in tokenize_question(q.question))
+    return sorted(counts, key=lambda word: (-counts[word], word))
+
+
+def encode_questions(questions: Sequence[VqaQuestion], words: Sequence[str],
+                     max_length: int = QUESTION_TOKENS) -> tuple[np.ndarray, np.ndarray]:
+    """(ids [Q, max_length] int64, back-padded with QUESTION_PAD, unknown words QUESTION_UNK; lengths [Q])."""
+    index = {word: QUESTION_UNK + 1 + k for k, word in enumerate(words)}
+    ids = np.full((len(questions), max_length), QUESTION_PAD, np.int64)
+    lengths = np.zeros(len(questions), np.int64)
+    for row, question in enumerate(questions):
+        tokens = tokenize_question(question.question)[:max_length]
+        ids[row, :len(tokens)] = [index.get(token, QUESTION_UNK) for token in tokens]
+        lengths[row] = len(tokens)
+    return ids, lengths
+
+
+def target_matrix(questions: Sequence[VqaQuestion], answers: Sequence[str]) -> np.ndarray:
+    """[Q, A] float32: each question's soft score (`soft_scores`) of every vocabulary answer, 0 elsewhere."""
+    column: Mapping[str, int] = {answer: k for k, answer in enumerate(answers)}
+    targets = np.zeros((len(questions), len(answers)), np.float32)
+    for row, question in enumerate(questions):
+        if question.annotation is None:
+            raise InputError(f"question {question.question_id} has no annotation: no target (a test split?)")
+        for answer, score in soft_scores(question.annotation.answers, column).items():
+            targets[row, column[answer]] = score
+    return targets
