@@ -117,6 +117,25 @@ def test_residual_across_glimpses_by_hand(with_counter):
     assert (out.counts is not None) == with_counter
 
 
+@pytest.mark.parametrize("fusion", ["sum", "concat"])
+def test_sum_and_concat_pool_every_glimpse_from_the_question_itself(fusion):
+    words, objects, boxes = _inputs(seed=1)
+    counter = Counter(objects=3)
+    ban = BilinearAttentionNetwork(4, 5, hidden_dim=3, glimpses=3, counter=counter, fusion=fusion).double().eval()
+    out = ban(words, objects, WORD_MASK, OBJECT_MASK, boxes)
+    maps, _ = ban.attention(words, objects, WORD_MASK, OBJECT_MASK)
+    scores = ban.attention.scores(words, objects)
+    boxes = boxes * OBJECT_MASK[..., None]
+    outputs = [ban.pool[g](words, objects, maps[:, g]) + _fc(ban.count_projection[g],
+                                                               counter(boxes, _real_max_over_words(scores, g)))
+               for g in range(3)]
+    want = sum(outputs) if fusion == "sum" else torch.cat(outputs, -1)
+    torch.testing.assert_close(out.pooled, want)
+    assert out.pooled.shape == (2, 4 if fusion == "sum" else 12) and torch.equal(out.features, words)
+    with pytest.raises(ValueError, match="fusion must be one of"):
+        BilinearAttentionNetwork(4, 5, hidden_dim=3, fusion="product")
+
+
 @pytest.mark.parametrize("with_counter", [False, True])
 def test_padding_changes_nothing(with_counter):
     words, objects, boxes = _inputs(seed=3)

@@ -152,8 +152,11 @@ class BilinearPooling(nn.Module):
         return self.project(self.joint(words, objects, attention_map))
 
 
+FUSIONS = ("residual", "sum", "concat")
+
+
 class BANOutput(NamedTuple):
-    pooled: torch.Tensor  # Σ over the real words of f_G: the classifier's input [B, N]
+    pooled: torch.Tensor  # the classifier's input: [B, N] (residual, sum), [B, G·N] (concat)
     features: torch.Tensor  # f_G [B, ρ, N]
     maps: torch.Tensor  # 𝒜_g [B, G, φ, ρ]
     logits: torch.Tensor  # the maps' logits [B, G, φ, ρ], -inf on padded pairs
@@ -166,12 +169,21 @@ class BilinearAttentionNetwork(nn.Module):
     `forward(words [B, ρ, N], objects [B, φ, M], word_mask, object_mask, boxes [B, φ, 4] or None)` -> BANOutput.
     `boxes` (x1, y1, x2, y2) are needed only with a counter. One counter serves all glimpses (the official code's
     single `Counter`), each glimpse has its own g_i.
+
+    `fusion` combines the glimpses (the slides' residual-learning table; Sum and Concat are our reading of its two
+    baselines, which the slides name but do not define): "residual" is eq. 10 and the sum over real words of f_G;
+    "sum" gives every glimpse the question X itself, b_i = BAN_i(X, Y; 𝒜_i), and passes Σ_i b_i (plus, with a
+    counter, Σ_i g_i(c_i)); "concat" passes [b_1; ...; b_G] (each with its g_i(c_i)), G times as wide. For sum and
+    concat, `features` is X.
     """
 
     def __init__(self, word_dim: int, object_dim: int, hidden_dim: int, glimpses: int = 8,
                  counter: Counter | None = None, attention_rank: int = 3, dropout: float = 0.2,
-                 map_dropout: float = 0.5):
+                 map_dropout: float = 0.5, fusion: str = "residual"):
         super().__init__()
+        if fusion not in FUSIONS:
+            raise ValueError(f"fusion must be one of {', '.join(FUSIONS)}, not {fusion!r}")
+        self.fusion = fusion
         self.attention = BilinearAttentionMap(word_dim, object_dim, hidden_dim, glimpses, attention_rank, dropout,
                                               map_dropout)
         self.pool = nn.ModuleList(BilinearPooling(word_dim, object_dim, hidden_dim, dropout) for _ in range(glimpses))
@@ -192,11 +204,18 @@ class BilinearAttentionNetwork(nn.Module):
             if boxes is None:
                 raise ValueError("a BilinearAttentionNetwork with a counter needs the objects' boxes")
             counts = self.count_features(logits, boxes, object_mask)
-        features = words
+        features, glimpse_outputs = words, []
         for g, pool in enumerate(self.pool):
-            update = pool(features, objects, maps[:, g])
+            update = pool(features if self.fusion == "residual" else words, objects, maps[:, g])
             if counts is not None:
                 update = update + self.count_projection[g](counts[:, g])
-            features = features + update.unsqueeze(1)
-        pooled = (features * word_mask.unsqueeze(-1).to(features.dtype)).sum(1)
+            if self.fusion == "residual":
+                features = features + update.unsqueeze(1)
+            glimpse_outputs.append(update)
+        if self.fusion == "residual":
+            pooled = (features * word_mask.unsqueeze(-1).to(features.dtype)).sum(1)
+        elif self.fusion == "sum":
+            pooled = torch.stack(glimpse_outputs).sum(0)
+        else:
+            pooled = torch.cat(glimpse_outputs, -1)
         return BANOutput(pooled, features, maps, logits, counts)

@@ -1,0 +1,95 @@
+"""BAN for VQA (models/ban.py): padding of the question or the objects is as good as absent, GloVe rows load into
+the embedding, every fusion and the counter train end to end, and the model learns answers that need both the
+question and the objects."""
+import pytest
+import torch
+
+from crossmodal.data.inputs import Padded
+from crossmodal.models.ban import BANArgs, BanVqa
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def make(answers=3, **changes) -> BanVqa:
+    args = dict(embed_dim=8, hidden_dim=12, glimpses=2, count_objects=4, dropout=0.0, map_dropout=0.0,
+                classifier_dropout=0.0) | changes
+    return BanVqa(BANArgs(**args), 10, answers, {"regions": 5})
+
+
+def batch(seed=0, question_mask=None, region_mask=None):
+    g = torch.Generator().manual_seed(seed)
+    if question_mask is None:
+        question_mask = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0]], dtype=torch.bool)
+    if region_mask is None:
+        region_mask = torch.tensor([[1, 1, 1], [1, 1, 0]], dtype=torch.bool)
+    b, n = region_mask.shape
+    corners = torch.rand(b, n, 2, generator=g) * 0.5
+    boxes = torch.cat([corners, corners + 0.3], -1)
+    return {"question": Padded(torch.randint(2, 10, question_mask.shape, generator=g), question_mask),
+            "regions": Padded(torch.randn(b, n, 5, generator=g), region_mask),
+            "boxes": Padded(boxes, region_mask)}
+
+
+@pytest.mark.parametrize("changes", [{}, {"counter": True}, {"fusion": "sum"}, {"fusion": "concat", "counter": True}])
+def test_padding_is_as_good_as_absent(changes):
+    torch.manual_seed(0)
+    model = make(**changes).eval()
+    inputs = batch()
+    with torch.no_grad():
+        logits = model(inputs)
+        garbage = {k: Padded(v.values.clone(), v.mask) for k, v in inputs.items()}
+        garbage["question"].values[0, 3] = 9
+        garbage["regions"].values[1, 2] = 40.0
+        garbage["boxes"].values[1, 2] = torch.tensor([0.0, 0.0, 1.0, 1.0])
+        torch.testing.assert_close(model(garbage), logits)
+        short = {k: Padded(v.values[1:, :2], v.mask[1:, :2]) for k, v in inputs.items()}
+        torch.testing.assert_close(model(short), logits[1:])
+    assert logits.shape == (2, 3)
+
+
+def test_glove_rows_load_and_padding_stays_zero():
+    model = make()
+    matrix = torch.arange(80, dtype=torch.float32).view(10, 8)
+    model.load_word_vectors(matrix)
+    assert torch.equal(model.word_embed.weight[1:], matrix[1:]) and not model.word_embed.weight[0].any()
+    with pytest.raises(ValueError, match="do not fit"):
+        model.load_word_vectors(torch.zeros(10, 7))
+
+
+@pytest.mark.parametrize("changes", [{"counter": True}, {"fusion": "sum"}, {"fusion": "concat"}])
+def test_every_parameter_gets_a_gradient(changes):
+    torch.manual_seed(0)
+    model = make(**changes)
+    model(batch()).sum().backward()
+    missing = [name for name, p in model.named_parameters() if p.grad is None or not p.grad.abs().sum() > 0]
+    assert not missing
+
+
+def test_learns_answers_that_need_question_and_objects():
+    """Question word 2 asks "is there a red one?", word 3 "is there a blue one?"; one object per image is red or
+    blue. Answer 0 = yes, 1 = no: neither the question nor the objects alone tell."""
+    torch.manual_seed(0)
+    model = make(answers=2)
+    questions = torch.tensor([[2], [2], [3], [3]])
+    regions = torch.zeros(4, 2, 5)
+    regions[[0, 2], 0, 0] = 1.0  # red
+    regions[[1, 3], 0, 1] = 1.0  # blue
+    regions[:, 1, 4] = 1.0  # a grey distractor in every image
+    mask = torch.ones(4, 2, dtype=torch.bool)
+    inputs = {"question": Padded(questions, torch.ones(4, 1, dtype=torch.bool)), "regions": Padded(regions, mask),
+              "boxes": Padded(torch.tensor([[0.1, 0.1, 0.4, 0.4], [0.5, 0.5, 0.9, 0.9]]).expand(4, 2, 4), mask)}
+    targets = torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.0, 1.0], [1.0, 0.0]])
+    optimizer = torch.optim.Adamax(model.parameters(), lr=0.01)
+    for _ in range(150):
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(model(inputs), targets)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    assert model.eval()(inputs).argmax(1).tolist() == [0, 1, 1, 0]
+
+
+def test_bad_args_are_refused():
+    with pytest.raises(ValueError, match="fusion must be one of"):
+        BANArgs(fusion="mean")
+    with pytest.raises(ValueError, match="at least|>= 1"):
+        BANArgs(glimpses=0)
