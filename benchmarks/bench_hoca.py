@@ -81,7 +81,8 @@ def markdown(report: dict) -> str:
             r = report["results"].get(f"{variant}@{t}")
             cells.append("—" if r is None else f"{r['seconds']} / {r['memory_GiB']}")
         lines.append(f"| {variant} | " + " | ".join(cells) + " |")
-    lines += ["", "Low-Rank over full HOCA-UBT (the paper's Table 3 on MSR-VTT, whole models: memory 0.58, time 0.66):", ""]
+    lines += ["", "Low-Rank over full HOCA-UBT (the paper's Table 3 on MSR-VTT, whole models: memory 0.58, "
+              "time 0.66):", ""]
     for t in frames:
         full, low = report["results"].get(f"HOCA-UBT@{t}"), report["results"].get(f"L-HOCA-UBT@{t}")
         if full and low:

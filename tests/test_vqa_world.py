@@ -78,9 +78,9 @@ def test_relation_questions_follow_the_relation_list(graphs):
 
 
 def test_references_single_out_one_object():
-    objects = [{"object_id": i, "shape": s, "color": c, "size": z, "texture": t}
-               for i, (s, c, z, t) in enumerate([("circle", "red", "small", "plain"), ("circle", "red", "large", "plain"),
-                                                 ("square", "red", "small", "dotted"), ("square", "red", "small", "plain")])]
+    rows = [("circle", "red", "small", "plain"), ("circle", "red", "large", "plain"),
+            ("square", "red", "small", "dotted"), ("square", "red", "small", "plain")]
+    objects = [{"object_id": i, "shape": s, "color": c, "size": z, "texture": t} for i, (s, c, z, t) in enumerate(rows)]
     assert describe(objects[0], objects) == "small red circle"
     assert describe(objects[2], objects) == "small dotted red square"
     assert describe(objects[0], objects, leave_out="color") == "small circle"
@@ -108,7 +108,8 @@ def test_annotators_disagree_enough_for_every_soft_score(graphs):
 def test_files_are_vqa_v2_and_test_dev_answers_stay_on_the_server(graphs, tmp_path):
     counts = generate(VqaWorldConfig(), graphs, tmp_path / "vqa")
     root = tmp_path / "vqa"
-    train = read_vqa(root / "v2_OpenEnded_mscoco_train2014_questions.json", root / "v2_mscoco_train2014_annotations.json")
+    train = read_vqa(root / "v2_OpenEnded_mscoco_train2014_questions.json",
+                     root / "v2_mscoco_train2014_annotations.json")
     val = read_vqa(root / "v2_OpenEnded_mscoco_val2014_questions.json", root / "v2_mscoco_val2014_annotations.json")
     test = read_vqa_questions(root / "v2_OpenEnded_mscoco_test-dev2015_questions.json")
     assert (len(train), len(val), len(test)) == (counts["train"], counts["val"], counts["test"]) == (360, 120, 120)

@@ -37,7 +37,8 @@ def write_clip(path: str | Path, frames: np.ndarray, fps: int, audio: np.ndarray
     container = path.suffix.lstrip(".")
     if container not in CODECS:
         raise ValueError(f"{path}: the suffix must be one of {', '.join('.' + c for c in CODECS)}")
-    if frames.ndim != 4 or frames.shape[-1] != 3 or frames.dtype != np.uint8 or frames.shape[1] % 2 or frames.shape[2] % 2:
+    odd = frames.ndim == 4 and (frames.shape[1] % 2 or frames.shape[2] % 2)
+    if frames.ndim != 4 or frames.shape[-1] != 3 or frames.dtype != np.uint8 or odd:
         raise ValueError(f"frames must be [T, H, W, 3] uint8 with even H and W, got {frames.shape} {frames.dtype}")
     video_codec, audio_codec = CODECS[container]
     with atomic_path(path) as tmp, av.open(str(tmp), "w", format=container) as out:

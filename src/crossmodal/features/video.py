@@ -16,9 +16,10 @@ Log-mel spectrogram (as VGGish computes its input): 25 ms Hann windows every 10 
 then log(x + 0.01). The filterbank is a few lines of that formula (`mel_filterbank`, tested against its definition)
 rather than librosa, which would bring numba and scikit-learn for this one function.
 
-Networks (the input batch-normalised, three stride-2 convolutions with batch norm and ReLU, global average
-pooling, then a D-wide ReLU layer, the feature; a linear head is used in training only): 2-d over frames, 3-d over chunks, 2-d over spectrogram windows. Training
-targets are multi-label (binary cross-entropy), every sampled position of a clip carrying its clip's labels:
+Networks (the input batch-normalised, three stride-2 convolutions with batch norm and ReLU, global average pooling,
+then a D-wide ReLU layer, the feature; a linear head is used in training only): 2-d over frames, 3-d over chunks,
+2-d over spectrogram windows. Training targets are multi-label (binary cross-entropy), every sampled position of a
+clip carrying its clip's labels:
 - frames: the colours and the shapes in view (subject, twin, distractor), and the place;
 - motion: the actions in view (the distractor's "drifting" included) and their directions;
 - audio: the material and the subject's action (its strikes' rhythm).

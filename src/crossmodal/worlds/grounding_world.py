@@ -69,7 +69,8 @@ def pixel_box(box, size: int) -> tuple[int, int, int, int]:
     return (max(1, math.floor(x1) + 1), max(1, math.floor(y1) + 1), min(size, math.ceil(x2)), min(size, math.ceil(y2)))
 
 
-def entities(rng: np.random.Generator, graph: Mapping, first_chain: int) -> tuple[dict[int, Entity], list[Entity], Entity]:
+def entities(rng: np.random.Generator, graph: Mapping,
+             first_chain: int) -> tuple[dict[int, Entity], list[Entity], Entity]:
     """The image's entities: one per object (by object id), the look-alike groups, and the scene."""
     objects, size = graph["objects"], graph["width"]
     types = [t for t in TYPE_FREQUENCIES if t != "scene"]
@@ -95,7 +96,8 @@ def entities(rng: np.random.Generator, graph: Mapping, first_chain: int) -> tupl
                                  tuple(o["object_id"] for o in group)))
             chain += 1
     boxed_scene = rng.random() < 0.5
-    scene = Entity(chain, "scene", str(rng.choice(SCENE_PHRASES)), ((1, 1, size, graph["height"]),) if boxed_scene else ())
+    whole = ((1, 1, size, graph["height"]),) if boxed_scene else ()
+    scene = Entity(chain, "scene", str(rng.choice(SCENE_PHRASES)), whole)
     return by_object, groups, scene
 
 
@@ -113,8 +115,9 @@ def sentence(rng: np.random.Generator, graph: Mapping, by_object: Mapping[int, E
     if form == 0 and relations:
         r = relations[int(rng.integers(len(relations)))]
         a, b = by_object[r["subject"]], by_object[r["object"]]
-        return f"{_bracket(a, 'the ' + a.phrase)} is {RELATION_WORDS[r['predicate']]} {_bracket(b, 'the ' + b.phrase)}" \
-               f" in {_bracket(scene)}{tail} ."
+        relation = RELATION_WORDS[r["predicate"]]
+        first, second = _bracket(a, "the " + a.phrase), _bracket(b, "the " + b.phrase)
+        return f"{first} is {relation} {second} in {_bracket(scene)}{tail} ."
     if form == 1 and groups:
         group = groups[int(rng.integers(len(groups)))]
         return f"{_bracket(group)} lie in {_bracket(scene)}{tail} ."

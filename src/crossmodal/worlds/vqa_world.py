@@ -16,14 +16,15 @@ X names one object by the fewest attributes that single it out among the scene's
 shape, then size, then texture), leaving out the attribute asked about; an object no such phrase singles out is
 not asked about.
 
-Annotator disagreement. Each question gets a difficulty: a chance p that one annotator answers it right, drawn
-from Beta(c m, c (1 - m)) with the mean m of its answer type (`accuracy`) and concentration c. Each of the ten
-annotators then answers right with chance p, and otherwise confuses the answer the way people do: the opposite
-yes/no, a count one off, a neighbouring colour (`CONFUSABLE`), a look-alike shape, a similar texture. One answer in
-twenty is written loosely: "Two" and "red." the official evaluator's normalisation reads as the answer, "grey" it
-does not, and BAN's soft scores (`data/vqa.py`, on the raw answers) count none of them. So the soft score of the true answer, min(1, 0.3 k)
-for k agreeing annotators, takes every value 0, 0.3, 0.6, 0.9 and 1. `multiple_choice_answer` is the most frequent
-normalised answer (ties: the first given). `answer_confidence` is "yes", "maybe" or "no" (0.8 / 0.15 / 0.05).
+Annotator disagreement. Each question gets a difficulty: a chance p that one annotator answers it right, drawn from
+Beta(c m, c (1 - m)) with the mean m of its answer type (`accuracy`) and concentration c. Each of the ten annotators
+then answers right with chance p, and otherwise confuses the answer the way people do: the opposite yes/no, a count
+one off, a neighbouring colour (`CONFUSABLE`), a look-alike shape, a similar texture. One answer in twenty is
+written loosely: "Two" and "red." the official evaluator's normalisation reads as the answer, "grey" it does not,
+and BAN's soft scores (`data/vqa.py`, on the raw answers) count none of them. So the soft score of the true answer,
+min(1, 0.3 k) for k agreeing annotators, takes every value 0, 0.3, 0.6, 0.9 and 1. `multiple_choice_answer` is the
+most frequent normalised answer (ties: the first given). `answer_confidence` is "yes", "maybe" or "no" (0.8 / 0.15 /
+0.05).
 
 Files (VQA v2's names): `v2_OpenEnded_mscoco_{train2014,val2014,test-dev2015}_questions.json` and
 `v2_mscoco_{train2014,val2014}_annotations.json`, from the image world's train, val and test images. The test-dev
@@ -128,7 +129,8 @@ def _yes_no(rng: np.random.Generator, graph: dict, attributes: Mapping[str, list
             return None
         holding = [r["predicate"] for r in graph["relations"]
                    if r["subject"] == a["object_id"] and r["object"] == b["object_id"]]
-        predicate = str(rng.choice(holding)) if holding and rng.random() < 0.5 else str(rng.choice(list(RELATION_WORDS)))
+        pool = holding if holding and rng.random() < 0.5 else list(RELATION_WORDS)
+        predicate = str(rng.choice(pool))
         return Question(f"Is the {first} {RELATION_WORDS[predicate]} the {second}?", "is the", "yes/no",
                         "yes" if predicate in holding else "no", "yes/no")
     texture = str(rng.choice(attributes["textures"]))
