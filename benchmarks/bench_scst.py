@@ -12,6 +12,10 @@ For each SCST system (default: `updown_scst`, `aoanet_scst`), from its init's be
     (`train.scst_baseline: mean`) instead of the greedy caption's, at the recipe's learning rate or scaled;
   - `t0.5`, `t0.7`: samples drawn at temperature 0.5 / 0.7 (closer to the greedy caption; the loss keeps the
     model's untempered log-probabilities, as `decoding.search.sample_decode` returns them);
+  - `t0.5_on_policy`, `t0.7_on_policy`: the same samples, with the loss on the tempered policy's
+    log-probabilities log_softmax(log p / T), so that the gradient is the policy gradient of the distribution
+    the samples come from (the model is wrapped for sampling only; the greedy baseline and decoding are as
+    before);
   - `samples16`: 16 samples per image instead of 5, at the same number of images per batch.
 
 Each run is in-process on the workspace's built features and models (`dvc repro` first), 2 threads. Writes
@@ -35,7 +39,29 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 VARIANTS = {"default": {}, "no_dropout": {}, "lr_x0.25": {"lr": 0.25}, "lr_x4": {"lr": 4.0},
             "mean": {"baseline": "mean"}, "mean_lr_x0.25": {"baseline": "mean", "lr": 0.25},
             "mean_lr_x4": {"baseline": "mean", "lr": 4.0}, "t0.5": {"temperature": 0.5},
-            "t0.7": {"temperature": 0.7}, "samples16": {"samples": 16}}
+            "t0.7": {"temperature": 0.7}, "samples16": {"samples": 16},
+            "t0.5_on_policy": {"temperature": 0.5, "on_policy": True},
+            "t0.7_on_policy": {"temperature": 0.7, "on_policy": True}}
+
+
+class Tempered:
+    """The model's step distribution at temperature T, log_softmax(log p / T): sampling from it at temperature 1
+    draws what sampling the model at T draws, and returns the tempered log-probabilities."""
+
+    def __init__(self, model, temperature: float):
+        self.model, self.temperature, self.INPUTS = model, temperature, model.INPUTS
+
+    def encode(self, inputs):
+        return self.model.encode(inputs)
+
+    def init_state(self, encoded, batch_size):
+        return self.model.init_state(encoded, batch_size)
+
+    def step(self, words, state, encoded):
+        import torch
+
+        logprobs, state = self.model.step(words, state, encoded)
+        return torch.log_softmax(logprobs / self.temperature, -1), state
 
 
 def decoding(task, model, beams=(1, 2, 3, 5)) -> dict:
@@ -70,7 +96,12 @@ def train(system: str, variant: str, epochs: int) -> dict:
         objective.train = dataclasses.replace(objective.train, scst_baseline=knobs["baseline"])
     if "samples" in knobs:
         objective.train = dataclasses.replace(objective.train, samples_per_image=knobs["samples"])
-    scst.sample_decode = functools.partial(search.sample_decode, temperature=knobs.get("temperature", 1.0))
+    if knobs.get("on_policy"):
+        def sample_tempered(model, inputs, *args, **kwargs):
+            return search.sample_decode(Tempered(model, knobs["temperature"]), inputs, *args, **kwargs)
+        scst.sample_decode = sample_tempered
+    else:
+        scst.sample_decode = functools.partial(search.sample_decode, temperature=knobs.get("temperature", 1.0))
     scale = VARIANTS[variant].get("lr")
     if scale:
         for group in trainer.optimizer.param_groups:
