@@ -28,6 +28,9 @@ import torch
 
 from crossmodal.data.captions import EOS
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from step_models import AdjustedSteps  # noqa: E402
+
 # name -> (registered model, model_args at the paper's size, batch size in images, source of the sizes)
 PAPER_SIZES = {
     "showtell": ("showtell", {"embed_dim": 512, "hidden_dim": 512}, 10, "self-critical.pytorch defaults"),
@@ -43,25 +46,14 @@ PAPER_SIZES = {
 VOCAB, FEATURE_DIM, MAX_REGIONS, MIN_REGIONS, CAPTIONS, WORDS = 10369, 2048, 100, 10, 5, 16
 
 
-class FullLength:
+class FullLength(AdjustedSteps):
     """The model with <eos> forbidden, so every beam decodes all WORDS steps: random weights would otherwise end
     captions at arbitrary lengths and the throughputs would not compare."""
 
-    def __init__(self, model):
-        self.model = model
-        self.INPUTS = model.INPUTS
-
-    def encode(self, inputs):
-        return self.model.encode(inputs)
-
-    def init_state(self, encoded, batch_size):
-        return self.model.init_state(encoded, batch_size)
-
-    def step(self, words, state, encoded):
-        logprobs, state = self.model.step(words, state, encoded)
+    def adjust(self, logprobs):
         logprobs = logprobs.clone()
         logprobs[:, EOS] = float("-inf")
-        return logprobs, state
+        return logprobs
 
 
 def measure(name: str, repeats: int) -> dict:

@@ -36,6 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
+from step_models import AdjustedSteps  # noqa: E402
 VARIANTS = {"default": {}, "no_dropout": {}, "lr_x0.25": {"lr": 0.25}, "lr_x4": {"lr": 4.0},
             "mean": {"baseline": "mean"}, "mean_lr_x0.25": {"baseline": "mean", "lr": 0.25},
             "mean_lr_x4": {"baseline": "mean", "lr": 4.0}, "t0.5": {"temperature": 0.5},
@@ -44,24 +45,18 @@ VARIANTS = {"default": {}, "no_dropout": {}, "lr_x0.25": {"lr": 0.25}, "lr_x4": 
             "t0.7_on_policy": {"temperature": 0.7, "on_policy": True}}
 
 
-class Tempered:
+class Tempered(AdjustedSteps):
     """The model's step distribution at temperature T, log_softmax(log p / T): sampling from it at temperature 1
     draws what sampling the model at T draws, and returns the tempered log-probabilities."""
 
     def __init__(self, model, temperature: float):
-        self.model, self.temperature, self.INPUTS = model, temperature, model.INPUTS
+        super().__init__(model)
+        self.temperature = temperature
 
-    def encode(self, inputs):
-        return self.model.encode(inputs)
-
-    def init_state(self, encoded, batch_size):
-        return self.model.init_state(encoded, batch_size)
-
-    def step(self, words, state, encoded):
+    def adjust(self, logprobs):
         import torch
 
-        logprobs, state = self.model.step(words, state, encoded)
-        return torch.log_softmax(logprobs / self.temperature, -1), state
+        return torch.log_softmax(logprobs / self.temperature, -1)
 
 
 def decoding(task, model, beams=(1, 2, 3, 5)) -> dict:
