@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from crossmodal.data.inputs import Padded
-from crossmodal.models.ban import BANArgs, BanVqa
+from crossmodal.models.ban import BANArgs, BanGrounding, BanVqa
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -14,6 +14,16 @@ def make(answers=3, **changes) -> BanVqa:
     args = dict(embed_dim=8, hidden_dim=12, glimpses=2, count_objects=4, dropout=0.0, map_dropout=0.0,
                 classifier_dropout=0.0) | changes
     return BanVqa(BANArgs(**args), 10, answers, {"regions": 5})
+
+
+def fit(model, inputs, targets, steps: int) -> None:
+    """Full-batch Adamax (BAN's optimiser) on the binary cross-entropy of the logits."""
+    optimizer = torch.optim.Adamax(model.parameters(), lr=0.01)
+    for _ in range(steps):
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(model(inputs), targets)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
 
 
 def batch(seed=0, question_mask=None, region_mask=None):
@@ -79,12 +89,7 @@ def test_learns_answers_that_need_question_and_objects():
     inputs = {"question": Padded(questions, torch.ones(4, 1, dtype=torch.bool)), "regions": Padded(regions, mask),
               "boxes": Padded(torch.tensor([[0.1, 0.1, 0.4, 0.4], [0.5, 0.5, 0.9, 0.9]]).expand(4, 2, 4), mask)}
     targets = torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.0, 1.0], [1.0, 0.0]])
-    optimizer = torch.optim.Adamax(model.parameters(), lr=0.01)
-    for _ in range(150):
-        loss = torch.nn.functional.binary_cross_entropy_with_logits(model(inputs), targets)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
+    fit(model, inputs, targets, steps=150)
     assert model.eval()(inputs).argmax(1).tolist() == [0, 1, 1, 0]
 
 
@@ -93,3 +98,42 @@ def test_bad_args_are_refused():
         BANArgs(fusion="mean")
     with pytest.raises(ValueError, match="at least|>= 1"):
         BANArgs(glimpses=0)
+
+
+def grounding_inputs(sentence, sentence_mask, phrases, phrase_mask, regions, region_mask):
+    return {"sentence": Padded(sentence, sentence_mask), "phrases": Padded(phrases, phrase_mask),
+            "regions": Padded(regions, region_mask)}
+
+
+def test_grounding_scores_each_phrase_from_the_state_at_its_last_word():
+    torch.manual_seed(0)
+    model = BanGrounding(BANArgs(embed_dim=8, hidden_dim=12, dropout=0.0, map_dropout=0.0), 10, {"regions": 5}).eval()
+    g = torch.Generator().manual_seed(1)
+    sentence = torch.randint(2, 10, (2, 6), generator=g)
+    mask = lambda rows: torch.tensor(rows, dtype=torch.bool)  # noqa: E731
+    inputs = grounding_inputs(sentence, mask([[1] * 6, [1] * 4 + [0] * 2]), torch.tensor([[1, 4, 5], [3, 0, 0]]),
+                              mask([[1, 1, 1], [1, 0, 0]]), torch.randn(2, 3, 5, generator=g), mask([[1, 1, 1], [1, 1, 0]]))
+    with torch.no_grad():
+        logits = model(inputs)
+        steps, _ = model.question(model.word_embed(sentence))
+        states = model.phrase_states(inputs)
+    assert logits.shape == (2, 3, 3)
+    assert torch.equal(states[0, 1], steps[0, 4]) and torch.equal(states[1, 0], steps[1, 3])
+    assert torch.isinf(logits[1, :, 2]).all() and torch.isinf(logits[1, 1:]).all()  # padded object, phrases
+    assert torch.isfinite(logits[0]).all() and torch.isfinite(logits[1, 0, :2]).all()
+
+
+def test_grounding_learns_which_object_a_phrase_names():
+    """Word 2 names the object whose feature 0 is on, word 3 the one whose feature 1 is on; objects in both orders."""
+    torch.manual_seed(0)
+    model = BanGrounding(BANArgs(embed_dim=8, hidden_dim=12, dropout=0.0, map_dropout=0.0), 10, {"regions": 5})
+    sentence = torch.tensor([[2], [3], [2], [3]])
+    regions = torch.zeros(4, 2, 5)
+    regions[[0, 1], 0, 0] = regions[[0, 1], 1, 1] = 1.0
+    regions[[2, 3], 0, 1] = regions[[2, 3], 1, 0] = 1.0
+    ones = torch.ones(4, 1, dtype=torch.bool)
+    inputs = grounding_inputs(sentence, ones, torch.zeros(4, 1, dtype=torch.long), ones, regions,
+                              torch.ones(4, 2, dtype=torch.bool))
+    targets = torch.tensor([[[1.0, 0.0]], [[0.0, 1.0]], [[0.0, 1.0]], [[1.0, 0.0]]])
+    fit(model, inputs, targets, steps=100)
+    assert model.eval()(inputs)[:, 0].argmax(1).tolist() == [0, 1, 1, 0]

@@ -81,3 +81,5 @@ def test_embedding_copies_known_words_and_draws_the_rest():
     assert np.array_equal(embedding_matrix(["<pad>", "red", "zebra"], vectors, 3, seed=4)[0], matrix)
     with pytest.raises(InputError, match="has 3 components, the embedding 4"):
         embedding_matrix(["red"], vectors, 4)
+    zeros, _ = embedding_matrix(["<pad>", "red"], vectors, 3, missing="zeros")  # BAN's official initialisation
+    assert zeros.tolist() == [[0, 0, 0], [1, 2, 3]]

@@ -25,10 +25,10 @@ ours is by decreasing count, ties alphabetically, so that labels do not depend o
 Questions (`tokenize_question`, `question_words`, `encode_questions`) follow BAN's `Dictionary.tokenize`: lower
 case, commas and question marks removed, "'s" split off as its own token, split on whitespace; at most 14 tokens.
 The word list is built from the train, val and test-dev questions, as the official `create_dictionary` does
-(questions are inputs, never labels), most frequent first, ties alphabetically. Deviations: ids 0 and 1 are
-padding and unknown words (the official code sends an unknown word to its last word's id), and questions are padded
-at the back with a mask instead of at the front, so that a GRU's states at the real words do not depend on padding
-and a phrase's last word keeps its position (the grounding task reads the state there).
+(questions are inputs, never labels), most frequent first, ties alphabetically. Questions are padded at the back,
+as the official `VQAFeatureDataset.tokenize` does (its comment says "in front"), so that a GRU's states at the real
+words do not depend on padding; unlike the official code, the padding is masked. Deviation: ids 0 and 1 are padding
+and unknown words (the official code sends an unknown word to its least frequent word's id).
 
 Soft targets (`soft_scores`) follow BAN's `compute_target`: the ten human answers are counted as they
 stand in the file, *not normalised* (so ``leaf-hat`` never scores the label ``leaf hat``), and each

@@ -18,7 +18,8 @@ text format is the same after a header line "<count> <dim>" (`read_word_vectors`
 GloVe's, each component as the shortest decimal that reads back as the same float32.
 
 `embedding_matrix` builds a vocabulary's [V, D] initial embedding: a word with a vector gets it; any other word a
-draw from U(-0.1, 0.1) (HOCA: "words which are not in the word2vec matrix are initialized randomly"), seeded.
+draw from U(-0.1, 0.1) (HOCA: "words which are not in the word2vec matrix are initialized randomly"), seeded, or
+zeros (`missing="zeros"`, BAN's official `create_glove_embedding_init`).
 """
 from __future__ import annotations
 
@@ -86,11 +87,15 @@ def read_word_vectors(path: str | Path, words: Iterable[str] | None = None) -> d
     return vectors
 
 
-def embedding_matrix(vocabulary: Sequence[str], vectors: Mapping[str, np.ndarray], dim: int,
-                     seed: int = 0) -> tuple[np.ndarray, int]:
-    """([V, dim] float32 initial embedding, how many words had a vector); the rest drawn from U(-0.1, 0.1)."""
+def embedding_matrix(vocabulary: Sequence[str], vectors: Mapping[str, np.ndarray], dim: int, seed: int = 0,
+                     missing: str = "uniform") -> tuple[np.ndarray, int]:
+    """([V, dim] float32 initial embedding, how many words had a vector); the rest drawn from U(-0.1, 0.1)
+    (`missing="uniform"`) or zero (`"zeros"`)."""
+    if missing not in ("uniform", "zeros"):
+        raise ValueError(f"missing must be uniform or zeros, not {missing!r}")
     rng = np.random.default_rng(seed)
-    matrix = rng.uniform(-0.1, 0.1, (len(vocabulary), dim)).astype(np.float32)
+    shape = (len(vocabulary), dim)
+    matrix = (rng.uniform(-0.1, 0.1, shape) if missing == "uniform" else np.zeros(shape)).astype(np.float32)
     found = 0
     for row, word in enumerate(vocabulary):
         vector = vectors.get(word)

@@ -1,6 +1,8 @@
-"""BAN for VQA (Kim, Jun & Zhang, NeurIPS 2018): a GRU question encoder that keeps every step, the bilinear
-attention network over the question words and the detected objects (`modules/bilinear.py`: maps, pooling,
-residual learning, the counter), and a classifier over the answers.
+"""BAN (Kim, Jun & Zhang, NeurIPS 2018) for VQA (`BanVqa`): a GRU question encoder that keeps every step, the
+bilinear attention network over the question words and the detected objects (`modules/bilinear.py`: maps, pooling,
+residual learning, the counter), and a classifier over the answers; and for phrase grounding on Flickr30k Entities
+(`BanGrounding`, the official `BanModel_flickr`): the GRU's states at each phrase's last word and one bilinear
+attention map's logits between them and the objects, a score for every (phrase, object) pair.
 
 Layers and the official code's names (jnhwkim/ban-vqa `base_model.py`), so that its weights can be mapped:
 - `word_embed`: `w_emb` (300-d; GloVe-initialised for BAN-Glove, `load_word_vectors`; the official code also
@@ -16,6 +18,12 @@ The logits score every answer of the vocabulary; training minimises binary cross
 Named inputs: `question` (word ids [B, ρ], back-padded, masked), `regions` (features [B, φ, M]) and `boxes`
 ([B, φ, 4] x1, y1, x2, y2 in the image's fraction, the regions' boxes, read by the counter only).
 
+Grounding (official `BanModel_flickr`, one glimpse): the logits are not normalised; training applies binary
+cross-entropy to every (phrase, object) pair against "IoU >= 0.5 with a box of the phrase's entity", evaluation
+ranks a phrase's objects by logit (Recall@k: the grounding task's part). Padded objects and padded phrases get
+-inf (the official code writes -99). Left out: the official option "s", which appends the boxes' coordinates to the
+object features.
+
 Not a `Captioner`: this file defines no `MODEL`, so the captioning model registry does not list it.
 
 Sizes: the paper's BAN-8 is 1280 hidden units, 8 glimpses, rank 3 in the maps; dropout 0.2 before every
@@ -29,7 +37,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ..modules.bilinear import FUSIONS, BANOutput, BilinearAttentionNetwork, WeightNormLinear
+from ..modules.bilinear import FUSIONS, BANOutput, BilinearAttentionMap, BilinearAttentionNetwork, WeightNormLinear
 from ..modules.counter import Counter
 
 
@@ -90,3 +98,37 @@ class BanVqa(nn.Module):
 
     def forward(self, inputs) -> torch.Tensor:
         return self.attend(inputs)[0]
+
+
+class BanGrounding(nn.Module):
+    """Phrase grounding: `forward(inputs)` -> logits [B, E, φ] of every phrase against every object (-inf where
+    either is padding). Inputs: `sentence` (word ids [B, ρ], back-padded), `phrases` (each phrase's last-word
+    position [B, E], masked), `regions` ([B, φ, M]). Uses `embed_dim`, `hidden_dim`, `attention_rank`, `dropout`
+    and `map_dropout` of `BANArgs` (one glimpse)."""
+
+    INPUTS = ("sentence", "phrases", "regions")
+    Args = BANArgs
+
+    def __init__(self, args: BANArgs, vocab_size: int, input_dims: Mapping[str, int]):
+        super().__init__()
+        self.args = args
+        n = args.hidden_dim
+        self.word_embed = nn.Embedding(vocab_size, args.embed_dim, padding_idx=0)
+        self.question = nn.GRU(args.embed_dim, n, batch_first=True)  # official q_emb
+        self.attention = BilinearAttentionMap(n, input_dims["regions"], n, 1, args.attention_rank, args.dropout,
+                                              args.map_dropout)  # official v_att, one glimpse
+
+    load_word_vectors = BanVqa.load_word_vectors
+
+    def phrase_states(self, inputs) -> torch.Tensor:
+        """The GRU's state at each phrase's last word: [B, E, N]."""
+        words, _ = inputs["sentence"]
+        positions, _ = inputs["phrases"]
+        steps, _ = self.question(self.word_embed(words.long()))
+        return steps.gather(1, positions.long().unsqueeze(-1).expand(-1, -1, steps.size(-1)))
+
+    def forward(self, inputs) -> torch.Tensor:
+        regions, region_mask = inputs["regions"]
+        phrase_mask = inputs["phrases"].mask
+        _, logits = self.attention(self.phrase_states(inputs), regions, phrase_mask, region_mask)  # [B, 1, φ, E]
+        return logits[:, 0].transpose(1, 2)

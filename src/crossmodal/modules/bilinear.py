@@ -40,8 +40,8 @@ Facts from the official code (the paper does not give them):
 
 Choices where the paper and the code are silent or differ:
 - Masks: padded objects AND padded words get logit -inf, hence exactly zero weight in the joint softmax. The
-  official code masks only objects (found as all-zero feature rows) and lets the front-padded question steps take
-  weight; we mask both with explicit masks. The returned logits carry the -inf.
+  official code masks only objects (found as all-zero feature rows) and lets the padded question steps (after the
+  question: its dataset pads at the back) take weight; we mask both with explicit masks. The returned logits carry the -inf.
 - Padded word rows are updated by the residual like the others (every row gets the same vector) but are left out
   of the sum over words; the official code sums all 14 positions.
 - P maps the K-dim pooled feature back to X's width N, so f_i keeps X's shape for any K (the paper's f_0 = X
