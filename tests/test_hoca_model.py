@@ -227,3 +227,12 @@ def test_gradients_reach_every_parameter(low_rank):
     names = [name for name, p in model.named_parameters() if p.grad is None or not bool(p.grad.abs().sum() > 0)]
     assert not names
     assert model.attention.maf.theta is not None and len(list(model.parameters())) > 40
+
+
+def test_word_vectors_load_into_the_embedding():
+    model = _model()
+    matrix = torch.arange(model.word_embed.weight.numel(), dtype=torch.float32).view_as(model.word_embed.weight)
+    model.load_word_vectors(matrix)
+    assert torch.equal(model.word_embed.weight, matrix)
+    with pytest.raises(ValueError, match="do not fit the embedding"):
+        model.load_word_vectors(matrix[:, :-1])

@@ -87,6 +87,19 @@ def read_word_vectors(path: str | Path, words: Iterable[str] | None = None) -> d
     return vectors
 
 
+def initialise_embedding(embedding, matrix, padding_row: int | None = None) -> None:
+    """Copy `matrix` ([V, D], e.g. from `embedding_matrix`) into an nn.Embedding's weight; `padding_row` stays
+    zero. A shape mismatch is a ValueError."""
+    import torch
+
+    if tuple(matrix.shape) != tuple(embedding.weight.shape):
+        raise ValueError(f"word vectors {tuple(matrix.shape)} do not fit the embedding {tuple(embedding.weight.shape)}")
+    with torch.no_grad():
+        embedding.weight.copy_(torch.as_tensor(matrix))
+        if padding_row is not None:
+            embedding.weight[padding_row].zero_()
+
+
 def embedding_matrix(vocabulary: Sequence[str], vectors: Mapping[str, np.ndarray], dim: int, seed: int = 0,
                      missing: str = "uniform") -> tuple[np.ndarray, int]:
     """([V, dim] float32 initial embedding, how many words had a vector); the rest drawn from U(-0.1, 0.1)

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from ..features.word_vectors import initialise_embedding
 from ..modules.bilinear import FUSIONS, BANOutput, BilinearAttentionMap, BilinearAttentionNetwork, WeightNormLinear
 from ..modules.counter import Counter
 
@@ -78,15 +79,10 @@ class BanVqa(nn.Module):
         self.classifier = nn.Sequential(WeightNormLinear(width, 2 * n), nn.ReLU(), nn.Dropout(args.classifier_dropout),
                                         WeightNormLinear(2 * n, answers))
 
-    def load_word_vectors(self, matrix: torch.Tensor) -> None:
+    def load_word_vectors(self, matrix) -> None:
         """Initialise the word embedding ([V, embed_dim], e.g. `features.word_vectors.embedding_matrix`); the
         padding row stays zero."""
-        if matrix.shape != self.word_embed.weight.shape:
-            raise ValueError(f"word vectors {tuple(matrix.shape)} do not fit the embedding "
-                             f"{tuple(self.word_embed.weight.shape)}")
-        with torch.no_grad():
-            self.word_embed.weight.copy_(torch.as_tensor(matrix))
-            self.word_embed.weight[0].zero_()
+        initialise_embedding(self.word_embed, matrix, padding_row=0)
 
     def attend(self, inputs) -> tuple[torch.Tensor, BANOutput]:
         """(answer logits [B, A], the attention network's output: maps, logits, counts)."""

@@ -32,8 +32,9 @@ Choices where the paper is silent, and deviations:
 - The decoder's initial state is zeros (h_0 = c_0 = 0). Eq. 1 gives the decoder the words only, the video enters
   through the attention; the paper initialises the state only on MSR-VTT, from the GloVe vector of the video's
   category label (§5.2), which is out of scope here (the category is not a model input).
-- The word embedding is learned from a random init (nn.Embedding's N(0, 1)); the paper initialises it with pre-trained
-  300-d word2vec vectors (random for words outside word2vec). No activation on it.
+- The word embedding starts from nn.Embedding's N(0, 1) unless `load_word_vectors` gives it vectors (the paper's
+  pre-trained 300-d word2vec vectors, random for words outside word2vec: `features.word_vectors.embedding_matrix`).
+  No activation on it.
 - One layer per Bi-LSTM, each direction of hidden_dim units; no dropout in the encoder (the paper names dropout
   around the decoder LSTM only).
 - A mask must be a prefix (the real steps first, as `data.inputs` pads), with at least one real step per clip and
@@ -51,6 +52,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from ..features.word_vectors import initialise_embedding
 from ..modules.hoca import TABLE1_VARIANTS, HOCAAttentionFusion
 from .base import Captioner
 
@@ -108,6 +110,10 @@ class LowRankHOCACaptioner(Captioner):
         self.output_dropout = nn.Dropout(args.dropout)
         self.attention = HOCAAttentionFusion(h, [2 * h] * len(MODALITIES), [args.steps[m] for m in MODALITIES],
                                              vocab_size, args.att_dim, args.variant, args.low_rank, args.rank)
+
+    def load_word_vectors(self, matrix) -> None:
+        """Initialise the word embedding from word vectors ([V, embed_dim])."""
+        initialise_embedding(self.word_embed, matrix)
 
     def _encode_modality(self, name: str, values: torch.Tensor, mask: torch.Tensor):
         """§3.1: the Bi-LSTM outputs [B, T, 2h] of one modality over its real steps, and the mask cut to T."""
