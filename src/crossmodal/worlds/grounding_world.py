@@ -33,6 +33,7 @@ from typing import Mapping
 import numpy as np
 
 from ..io import atomic_path, write_text
+from .phrasing import article, plural
 from .seeding import item_rng
 from .vqa_world import RELATION_WORDS, describe
 
@@ -89,9 +90,8 @@ def entities(rng: np.random.Generator, graph: Mapping,
     groups = []
     for (color, shape), group in members.items():
         if len(group) > 1:
-            noun = shape + ("es" if shape.endswith(("s", "x")) else "s")
             groups.append(Entity(chain, by_object[group[0]["object_id"]].entity_type,
-                                 f"{NUMBER_WORDS[min(len(group), 6)]} {color} {noun}",
+                                 f"{NUMBER_WORDS[min(len(group), 6)]} {color} {plural(shape)}",
                                  tuple(pixel_box(o["box"], size) for o in group),
                                  tuple(o["object_id"] for o in group)))
             chain += 1
@@ -124,8 +124,7 @@ def sentence(rng: np.random.Generator, graph: Mapping, by_object: Mapping[int, E
     if not nameable:
         return f"{_bracket(scene)} is empty{tail} ."
     entity = nameable[int(rng.integers(len(nameable)))]
-    article = "an" if entity.phrase[0] in "aeiou" else "a"
-    return f"there is {_bracket(entity, article + ' ' + entity.phrase)} in {_bracket(scene)}{tail} ."
+    return f"there is {_bracket(entity, article(entity.phrase) + ' ' + entity.phrase)} in {_bracket(scene)}{tail} ."
 
 
 def _xml(graph: Mapping, by_object: Mapping[int, Entity], groups: list[Entity], scene: Entity) -> str:

@@ -48,6 +48,7 @@ from tqdm import tqdm
 from ..data.video import split_sizes
 from ..data.video_files import write_clip
 from ..io import atomic_path, write_json, write_text
+from .phrasing import article
 from .seeding import item_rng
 
 DATASETS = ("msvd", "msrvtt")
@@ -186,20 +187,16 @@ def caption(rng: np.random.Generator, subject: Mover, material: str, place: str)
     direction = pick(DIRECTION_WORDS[subject.direction])
     where = pick(PLACE_WORDS[place])
     phrasings = (
-        f"{_a(mat)} {mat} {color} {noun} {verb} {direction}",
-        f"{_a(color)} {color} {noun} made of {material} is {verb_ing}",
+        f"{article(mat)} {mat} {color} {noun} {verb} {direction}",
+        f"{article(color)} {color} {noun} made of {material} is {verb_ing}",
         f"the {color} {mat} {noun} is {verb_ing} {direction}",
-        f"{_a(color)} {color} {noun} {verb} {where}",
-        f"{_a(mat)} {mat} {noun} is {verb_ing} {where}",
-        f"someone shows {_a(color)} {color} {noun} {verb_ing} {direction}",
-        f"{_a(noun)} {noun} {verb} {direction}",
-        f"there is {_a(mat)} {mat} {noun} {verb_ing}",
+        f"{article(color)} {color} {noun} {verb} {where}",
+        f"{article(mat)} {mat} {noun} is {verb_ing} {where}",
+        f"someone shows {article(color)} {color} {noun} {verb_ing} {direction}",
+        f"{article(noun)} {noun} {verb} {direction}",
+        f"there is {article(mat)} {mat} {noun} {verb_ing}",
     )
     return pick(phrasings)
-
-
-def _a(word: str) -> str:
-    return "an" if word[0] in "aeiou" else "a"
 
 
 def make_clips(cfg: VideoWorldConfig, dataset: str) -> list[Clip]:

@@ -42,6 +42,7 @@ import numpy as np
 
 from ..io import atomic_path, write_json
 from ..metrics.vqa import normalize_answer
+from .phrasing import article, plural
 from .seeding import item_rng
 
 SPLIT_FILES = {"train": "train2014", "val": "val2014", "test": "test-dev2015"}
@@ -84,14 +85,6 @@ class Question:
     kind: str  # what a wrong annotator confuses: yes/no, number, color, shape, texture
 
 
-def _plural(noun: str) -> str:
-    return noun + ("es" if noun.endswith(("s", "x", "ch", "sh")) else "s")
-
-
-def _article(word: str) -> str:
-    return "an" if word[0] in "aeiou" else "a"
-
-
 def describe(obj: dict, objects: list[dict], leave_out: str | None = None) -> str | None:
     """The fewest attributes that single `obj` out among `objects` (shape; colour + shape; + size; + texture),
     without `leave_out`; None if no such phrase does."""
@@ -119,7 +112,7 @@ def _yes_no(rng: np.random.Generator, graph: dict, attributes: Mapping[str, list
         else:
             color, shape = str(rng.choice(attributes["colors"])), str(rng.choice(attributes["shapes"]))
         there = any(o["color"] == color and o["shape"] == shape for o in objects)
-        return Question(f"Is there {_article(color)} {color} {shape}?", "is there a", "yes/no",
+        return Question(f"Is there {article(color)} {color} {shape}?", "is there a", "yes/no",
                         "yes" if there else "no", "yes/no")
     if form == 1:
         pairs = [(a, b) for a in objects for b in objects if a is not b]
@@ -151,9 +144,9 @@ def _number(rng: np.random.Generator, graph: dict, attributes: Mapping[str, list
     if form == 0:
         text, count = f"How many {color} objects are there?", sum(o["color"] == color for o in objects)
     elif form == 1:
-        text, count = f"How many {_plural(shape)} are there?", sum(o["shape"] == shape for o in objects)
+        text, count = f"How many {plural(shape)} are there?", sum(o["shape"] == shape for o in objects)
     else:
-        text = f"How many {color} {_plural(shape)} are there?"
+        text = f"How many {color} {plural(shape)} are there?"
         count = sum(o["color"] == color and o["shape"] == shape for o in objects)
     return Question(text, "how many", "number", str(count), "number")
 
