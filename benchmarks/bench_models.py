@@ -42,8 +42,10 @@ PAPER_SIZES = {
     "xlan": ("xlan", {}, 40, "X-LAN paper: D = 1024, 8 heads, 4 X-Linear encoder blocks + ELU, batch 40"),
     "xtransformer": ("xtransformer", {}, 10, "official config: D = 768, 8 heads, 6 + 6 layers; batch 10 (the paper's 40 "
                      "was killed past 24 GiB here)"),
+    "eta": ("eta", {}, 75, "ETA paper: d = 512, 6 + 6 layers (two sub-encoders), 8 heads, 5-10 attributes, batch 75"),
 }
 VOCAB, FEATURE_DIM, MAX_REGIONS, MIN_REGIONS, CAPTIONS, WORDS = 10369, 2048, 100, 10, 5, 16
+MIN_ATTRIBUTES, MAX_ATTRIBUTES = 5, 10  # ETA's detected words per image
 
 
 class FullLength(AdjustedSteps):
@@ -67,11 +69,17 @@ def measure(name: str, repeats: int) -> dict:
     torch.set_num_threads(int(os.environ.get("CROSSMODAL_THREADS", 2)))
     torch.manual_seed(0)
     model_name, args, images, _ = PAPER_SIZES[name]
-    model = build_model(name, SimpleNamespace(model=model_name, model_args=args), VOCAB, {"regions": FEATURE_DIM})
+    model = build_model(name, SimpleNamespace(model=model_name, model_args=args), VOCAB,
+                        {"regions": FEATURE_DIM, "attributes": 2})
     counts = torch.randint(MIN_REGIONS, MAX_REGIONS + 1, (images,))
     mask = torch.arange(MAX_REGIONS)[None] < counts[:, None]
     feats = torch.randn(images, MAX_REGIONS, FEATURE_DIM).relu() * mask[..., None]
     inputs = {"regions": Padded(feats, mask)}
+    if "attributes" in model.INPUTS:  # ETA: 5-10 detected words per image, rows (word id, probability)
+        words = torch.randint(MIN_ATTRIBUTES, MAX_ATTRIBUTES + 1, (images,))
+        rows = torch.stack([torch.randint(4, VOCAB, (images, MAX_ATTRIBUTES)).float(),
+                            torch.rand(images, MAX_ATTRIBUTES)], -1)
+        inputs["attributes"] = Padded(rows, torch.arange(MAX_ATTRIBUTES)[None] < words[:, None])
     targets = torch.randint(4, VOCAB, (images * CAPTIONS, WORDS))
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
 
@@ -90,7 +98,7 @@ def measure(name: str, repeats: int) -> dict:
             times.append(time.perf_counter() - start)
     model.eval()
     decode_images = min(images, 10)
-    decode_inputs = {"regions": Padded(feats[:decode_images], mask[:decode_images])}
+    decode_inputs = {name: Padded(values[:decode_images], m[:decode_images]) for name, (values, m) in inputs.items()}
     decode_times = []
     for i in range(repeats + 1):  # the first call warms up
         start = time.perf_counter()
@@ -113,7 +121,8 @@ def markdown(report: dict) -> str:
     lines = [
         "# Captioning models at the papers' sizes (CPU)", "",
         f"{report['machine']}, {report['threads']} torch threads, torch {report['torch']}. Workload: "
-        f"{MIN_REGIONS}-{MAX_REGIONS} regions of {FEATURE_DIM}-d per image (padded, masked), {CAPTIONS} captions of "
+        f"{MIN_REGIONS}-{MAX_REGIONS} regions of {FEATURE_DIM}-d per image (padded, masked; ETA also "
+        f"{MIN_ATTRIBUTES}-{MAX_ATTRIBUTES} attribute words), {CAPTIONS} captions of "
         f"{WORDS} words, vocabulary {VOCAB:,}. Train step = forward + cross-entropy + backward + Adam; median of "
         f"{report['repeats']} after a warm-up step. Decoding: beam 3 over 10 images, eval mode, random weights, <eos> forbidden.", "",
         "| model | sizes from | parameters (M) | batch (images) | train step (s) | captions/s | beam-3 images/s "

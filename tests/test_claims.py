@@ -197,6 +197,20 @@ def test_the_papers_claims_cover_the_ladder_the_variants_and_scst():
     assert aoanet == {("aoanet", "updown"), ("aoanet_scst", "updown_scst"), ("aoanet_scst", "aoanet")}
 
 
+def test_the_eta_claims_cover_fusion_scst_the_modalities_the_encoder_the_baselines_and_gbc():
+    tables = {t.id: t for t in load_tables([f"eta_table{i}" for i in range(1, 7)])}
+    pairs = {t: {(c.better, c.worse) for c in table.claims} for t, table in tables.items()}
+    assert {("eta_fuse", "eta"), ("eta_fuse_scst", "eta_scst"), ("eta_scst", "eta")} <= pairs["eta_table1"]
+    assert {("eta", "transformer_v"), ("eta", "transformer_s"), ("eta_oracle", "eta")} <= pairs["eta_table2"]
+    assert not pairs["eta_table3"]  # the leaderboard: server-only numbers, no ordering tested
+    assert {("transformer_s", "transformer_s_noenc"), ("transformer_v_grid", "transformer_v_grid_noenc")} <= pairs[
+        "eta_table4"]
+    assert {("eta_scst", "parallel_scst"), ("eta_scst", "stacked_v_scst"), ("eta_scst", "stacked_s_scst"),
+            ("transformer_v_scst", "tvs_fuse_scst"), ("parallel_scst", "stacked_v_scst")} <= pairs["eta_table5"]
+    assert pairs["eta_table6"] == {("eta_relu", "eta_sigmoid"), ("eta_relu", "eta_tanh"), ("eta", "eta_sigmoid"),
+                                   ("eta", "eta_tanh"), ("eta", "eta_relu")}
+
+
 # ---------------------------------------------------------------- the page
 
 

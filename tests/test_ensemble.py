@@ -54,13 +54,15 @@ def test_beam_search_over_an_ensemble_decodes_each_image_alone_and_one_member_is
 
 BASE = {"a": {"model": "updown", "vocabulary": "min5", "train": {"seed": 0, "lr": 0.001}},
         "b": {"model": "xlan", "vocabulary": "min5"},
+        "c": {"model": "xlan", "vocabulary": "min6"},
+        "d": {"model": "xlan", "vocabulary": "min5", "inputs": {"regions": "grid"}},
         "a_scst": {"objective": "scst", "init": "a"},
         **{f"a_seed{k}": {"of": "a", "train": {"seed": k}} for k in (1, 2, 3)},
         **{f"a_scst_seed{k}": {"of": "a_scst", "init": f"a_seed{k}", "train": {"seed": k}} for k in (1, 2, 3)}}
 
 
 def _xlan(ensembles: dict) -> Config:
-    return build(Config, {"vocabularies": {"min5": {}}, "xlan": {"systems": BASE, "ensembles": ensembles}})
+    return build(Config, {"vocabularies": {"min5": {}, "min6": {}}, "xlan": {"systems": BASE, "ensembles": ensembles}})
 
 
 def test_reseeded_members_share_every_param_but_the_seed():
@@ -74,12 +76,26 @@ def test_reseeded_members_share_every_param_but_the_seed():
 
 
 @pytest.mark.parametrize("ensembles, message", [
-    ({"e": {"members": ["a", "a_seed1", "a_seed2"]}}, "members must be 4 distinct"),
-    ({"e": {"members": ["a", "a_seed1", "a_seed2", "b"]}}, "share one model"),
+    ({"e": {"members": ["a"]}}, "members must be at least 2 distinct"),
+    ({"e": {"members": ["a", "a_seed1", "a"]}}, "members must be at least 2 distinct"),
+    ({"e": {"members": ["a", "c"]}}, "share one vocabulary"),
+    ({"e": {"members": ["a", "d"]}}, "feed one named input from different feature sets"),
     ({"e": {"members": ["a", "a_seed1", "a_seed2", "a_scst"]}}, "mix cross-entropy and SCST"),
     ({"e": {"members": ["a", "a_seed1", "a_seed2", "z"]}}, "'z' is not a trained system"),
     ({"a": {"members": ["a", "a_seed1", "a_seed2", "a_seed3"]}}, "'xlan.ensembles.a' reuses the name"),
 ])
 def test_bad_ensemble_declarations_name_the_key(ensembles, message):
+    """Members may be seeds of one system or different systems (a late fusion, ETA's "T_v & T_s fuse") as long as
+    one vocabulary decodes them and each named input comes from one feature set."""
     with pytest.raises(InputError, match=message):
         _xlan(ensembles)
+
+
+def test_a_late_fusion_of_different_models_reads_the_union_of_their_inputs():
+    base = {**BASE, "v": {"model": "eta", "vocabulary": "min5", "model_args": {"mode": "visual"}},
+            "s": {"model": "eta", "vocabulary": "min5", "model_args": {"mode": "semantic"},
+                  "inputs": {"attributes": "attributes"}}}
+    cfg = build(Config, {"vocabularies": {"min5": {}, "min6": {}}, "eta": {"systems": base, "ensembles": {
+        "fuse": {"members": ["v", "s"]}, "mixed": {"members": ["a", "b"]}}}})
+    assert cfg.ensemble_inputs("fuse") == {"regions": "regions", "attributes": "attributes"}
+    assert cfg.ensemble_inputs("mixed") == {"regions": "regions"}

@@ -34,7 +34,10 @@ TINY = {
     "world": {"images": {"train": 60, "val": 12, "test": 12}, "image_size": 64},
     "backbone": {"epochs": 2, "channels": 16, "feature_dim": 32},
     "vocabularies": {"min5": {"min_word_count": 2}, "min6": {"min_word_count": 2}},
+    "grid": {"size": 3},
+    "attributes": {"words": 12, "top_k": 4, "hidden_dim": 16, "epochs": 2},
 }
+TINY_ETA_TRAIN = {"max_epochs": 2, "patience": 0, "batch_size": 10}
 TINY_UPDOWN_ARGS = {"embed_dim": 32, "hidden_dim": 32, "att_hidden_dim": 32}
 TINY_UPDOWN_TRAIN = {"max_epochs": 6, "patience": 0, "batch_size": 10, "lr": 0.01, "step_size": 100}  # fixed epochs
 TINY_SCST_TRAIN = {"max_epochs": 2, "patience": 0, "batch_size": 10, "lr": 0.001}
@@ -110,7 +113,12 @@ def tiny_params(params: dict) -> dict:
     params["baselines"] = {"systems": systems, "ensembles": {"updown_ensemble": {"members": ["updown", *SEEDS]}}}
     params["aoanet"] = {"tables": params["aoanet"]["tables"]}
     params["xlan"] = {"tables": ["xlan_table3"]}
-    params.pop("eta")
+    eta = params["eta"]["recipes"]["eta_xe"]  # ETA on both of its inputs and Transformer_s, late-fused
+    eta = _merge(eta, {"model_args": {"dim": 16, "heads": 2, "ffn_dim": 32}, "train": TINY_ETA_TRAIN})
+    params["eta"] = {"tables": ["eta_table2"], "systems": {
+        "eta": {**eta, "inputs": {"regions": "grid", "attributes": "attributes"}},  # Table 4's ETA
+        "transformer_s": {"of": "eta", "model_args": {"mode": "semantic"}, "inputs": {"attributes": "attributes"}}},
+        "ensembles": {"eta_and_ts": {"members": ["eta", "transformer_s"]}}}
     return _merge(params, TINY)
 
 
@@ -209,6 +217,29 @@ def test_repro_builds_every_output_and_the_table(repo):
     assert tags["env.cpu_capability"] == environment["cpu_capability"]
     assert tags["env.versions.torch"] == torch.__version__
     assert not list((repo / "data/checkpoints").rglob("*.pt"))  # finished runs leave no checkpoint to resume
+
+
+def test_eta_reads_the_detected_attributes_and_fuses_with_another_model(repo):
+    """The ETA path: the grid and attribute stages write their feature sets, the detector reports precision@k and
+    mAP on test, ETA trains on the grid and the detected attributes, and a late fusion of two different models (ETA
+    and Transformer_s) decodes with the union of their inputs."""
+    from crossmodal.data.regions import RegionFeatures
+
+    with RegionFeatures(repo / "data/features/grid.h5") as grid:
+        assert grid.feature_dim == 32 and set(grid.num_boxes.tolist()) == {9}  # backbone map pooled to 3 x 3
+    detector = json.loads((repo / "reports/metrics/attributes.json").read_text())
+    assert 0 < detector["test"]["precision_at_4"] <= 1 and 0 < detector["test"]["mAP"] <= 1
+    assert len(detector["words"]) == 12 and detector["mlflow_run_id"]
+    words = json.loads((repo / "data/processed/captions/min5/vocab.json").read_text())["words"]
+    with RegionFeatures(repo / "data/features/attributes.h5") as detected:
+        rows, _ = detected.get(int(detected.ids[0]))
+        assert rows.shape == (4, 2) and {words[int(i)] for i in rows[:, 0]} <= set(detector["words"])
+        assert np.all(np.diff(rows[:, 1]) <= 0)  # most probable first
+    fused = json.loads((repo / "reports/metrics/eta_and_ts.json").read_text())
+    assert fused["members"] == ["eta", "transformer_s"] and fused["model"] == "eta"
+    assert json.loads((repo / "reports/metrics/eta.json").read_text())["stopped_by"]
+    table = (repo / "reports/tables/eta_table2.md").read_text()
+    assert f"{100 * json.loads((repo / 'reports/metrics/eta.json').read_text())['test']['CIDEr']:.1f}" in table
 
 
 def test_reseeded_members_and_their_ensemble(repo):

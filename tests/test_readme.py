@@ -12,7 +12,9 @@ import pytest
 import yaml
 
 from crossmodal import config
-from crossmodal.cli import COMMANDS
+from crossmodal.cli import stage_commands
+
+COMMANDS = {**stage_commands(), "pipelines": None}
 from crossmodal.reports.tables import status_block
 from crossmodal.stages.index import status
 
@@ -220,7 +222,7 @@ def command_errors(line: str) -> list[str]:
                 errors.append(f"{part.strip()!r}: unknown dvc command")
         elif python and rest[:2] == ["-m", "crossmodal"]:
             if len(rest) < 3 or rest[2] not in COMMANDS:
-                errors.append(f"{part.strip()!r}: `python -m crossmodal` has no such command (cli.py COMMANDS)")
+                errors.append(f"{part.strip()!r}: `python -m crossmodal` has no such command (the stage modules)")
         elif python and rest[:2] == ["-m", "pytest"]:
             pass
         elif python or first == "bash":

@@ -25,6 +25,8 @@ SMALL = {
     "xtransformer": {"dim": 16, "heads": 2, "encoder_layers": 1, "decoder_layers": 2, "ffn_dim": 32},
     "hoca": {"embed_dim": 12, "hidden_dim": 8, "att_dim": 8, "steps": {"frames": 6, "motion": 6, "audio": 6}},
     "eta": {"dim": 16, "heads": 2, "encoder_layers": 1, "decoder_layers": 2, "ffn_dim": 32},
+    "softatt": {"embed_dim": 12, "hidden_dim": 16, "att_hidden_dim": 8},
+    "convcap": {"embed_dim": 16, "layers": 2, "kernel_size": 3},
 }
 FEATURE_DIMS = {"regions": 6, "grid": 5, "frames": 7, "motion": 4, "audio": 3, "attributes": 1}  # per input name
 WORD_INPUTS = {"attributes"}  # word ids [B, N] (of the 11-word vocabulary) instead of features [B, N, D]

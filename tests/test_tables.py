@@ -249,8 +249,8 @@ def test_missing_metric_in_metrics_file_is_an_input_error(tmp_path, metrics_dir)
 
 # ---------------------------------------------------------------- the transcribed tables
 
-TABLE_IDS = ["aoanet_offline", "aoanet_online", "eta_table1", "eta_table3", "xlan_table1", "xlan_table2",
-             "xlan_table3"]
+TABLE_IDS = ["aoanet_offline", "aoanet_online", "eta_table1", "eta_table2", "eta_table3", "eta_table4", "eta_table5",
+             "eta_table6", "xlan_table1", "xlan_table2", "xlan_table3"]
 ONLINE = ["BLEU-1", "BLEU-2", "BLEU-3", "BLEU-4", "METEOR", "ROUGE-L", "CIDEr"]
 
 
@@ -404,7 +404,7 @@ def test_eta_table1_transcription():
         ("GCN-LSTM_fuse [42]", "✓", "✓"), ("ETA", "✓", "✓"), ("ETA_fuse", "✓", "✓")]
     assert [r.variant for r in t.rows] == [
         {"xe": "att2in", "scst": "att2in_scst"}, None, None, {"xe": "updown", "scst": "updown_scst"}, None,
-        {"xe": "eta", "scst": "eta_scst"}, {"xe": "eta_fuse", "scst": "eta_scst_fuse"}]
+        {"xe": "eta", "scst": "eta_scst"}, {"xe": "eta_fuse", "scst": "eta_fuse_scst"}]
     assert list(t.rows[0].values.values()) == [None, 30.0, 25.9, 53.4, 99.4, None, None, 34.2, 26.7, 55.7, 114.0, None]
     vs = _row(t, "VS-LSTM [22]").values
     assert (vs["xe:BLEU-1"], vs["xe:ROUGE-L"], vs["xe:CIDEr"], vs["scst:ROUGE-L"], vs["scst:SPICE"]) == (76.3, None, 110.2, None, None)
@@ -417,7 +417,7 @@ def test_eta_table3_transcription():
     t = load_table(PAPER_TABLES / "eta_table3.yaml")
     assert [(s.name, len(s.rows)) for s in t.sections] == [("Online leaderboard", 6)]
     assert [r.labels["model"] for r in t.rows] == ["SCST", "LSTM-A", "VS-LSTM", "Up-Down", "GCN-LSTM", "ETA"]
-    assert [r.variant for r in t.rows] == ["att2in_scst", None, None, "updown_scst", None, "eta_scst"]
+    assert [r.variant for r in t.rows] == ["att2in_scst", None, None, "updown_scst", None, "eta_scst_ensemble"]
     assert t.rows[0].values == _online([78.1, 93.7, 61.9, 86.0, 47.0, 75.9, 35.2, 64.5, 27.0, 35.3, 56.3, 70.7,
                                         114.7, 116.0])  # M c40 35.3 as printed here (AoANet prints 35.5)
     assert t.rows[-1].values == _online([81.2, 95.0, 65.5, 89.0, 50.9, 80.4, 38.9, 70.2, 28.6, 38.0, 58.6, 73.9,
@@ -425,6 +425,82 @@ def test_eta_table3_transcription():
     assert _row(t, "VS-LSTM").values["c40:BLEU-1"] == 94.6 and _row(t, "VS-LSTM").values["c5:CIDEr"] == 116.6
     assert _row(t, "GCN-LSTM").values["c5:BLEU-1"] is None and _row(t, "GCN-LSTM").values["c5:BLEU-2"] == 65.5
     assert any("three models" in n for n in t.rows[-1].notes)
+
+
+def _plain(values: list[float | None]) -> dict[str, float | None]:
+    """Row values of a table with the columns B@1, B@4, M, R, C, S, in the printed order."""
+    return dict(zip(["BLEU-1", "BLEU-4", "METEOR", "ROUGE-L", "CIDEr", "SPICE"], values, strict=True))
+
+
+def test_eta_table2_transcription():
+    t = load_table(PAPER_TABLES / "eta_table2.yaml")
+    assert [(s.name, len(s.rows)) for s in t.sections] == [("Single modality", 10)]
+    assert [(r.labels["model"], r.variant) for r in t.rows] == [
+        ("VS-LSTM_s", None), ("VS-LSTM_v", None), ("VS-LSTM", None), ("GCN-LSTM_s", None), ("GCN-LSTM_v", None),
+        ("GCN-LSTM_fuse", None), ("Transformer_s", "transformer_s"), ("Transformer_v", "transformer_v"),
+        ("ETA", "eta"), ("ETA^oracle", "eta_oracle")]
+    assert t.rows[0].values == _plain([74.3, 33.3, 26.5, None, 105.1, None])  # VS-LSTM prints no R and no S
+    assert _row(t, "Transformer_v").values == _plain([75.9, 34.0, 27.5, 56.1, 112.2, 21.0])
+    assert t.rows[-1].values == _plain([97.0, 76.7, 47.9, 84.2, 204.2, 34.7])
+    eta1 = load_table(PAPER_TABLES / "eta_table1.yaml")  # the rows Table 1 repeats: its cross-entropy numbers
+    for label, in_table1 in (("VS-LSTM", "VS-LSTM [22]"), ("GCN-LSTM_fuse", "GCN-LSTM_fuse [42]"), ("ETA", "ETA")):
+        xe = {k.split(":")[1]: v for k, v in _row(eta1, in_table1).values.items() if k.startswith("xe:")}
+        assert _row(t, label).values == xe, label
+    assert {(c.better, c.worse) for c in t.claims} == {("eta", "transformer_v"), ("eta", "transformer_s"),
+                                                       ("eta_oracle", "eta")}
+
+
+def test_eta_table4_transcription():
+    t = load_table(PAPER_TABLES / "eta_table4.yaml")
+    assert [(s.name, len(s.rows)) for s in t.sections] == [("Model structures", 7)]
+    assert [(r.labels["model"], r.variant) for r in t.rows] == [
+        ("LSTM [18]", "softatt_grid"), ("Convolution [3]", "convcap_grid"), ("Transformer_s", "transformer_s"),
+        ("Transformer_s - Encoder", "transformer_s_noenc"), ("Transformer_v", "transformer_v_grid"),
+        ("Transformer_v - Encoder", "transformer_v_grid_noenc"), ("ETA", "eta_grid")]
+    assert t.rows[0].values == _plain([71.3, 30.3, 24.7, 52.5, 91.2, 17.2])
+    assert _row(t, "Transformer_v - Encoder").values == _plain([70.2, 28.2, 24.2, 51.6, 91.8, 17.2])
+    assert t.rows[-1].values == _plain([72.2, 31.9, 25.7, 53.4, 99.2, 18.6])
+    eta2 = load_table(PAPER_TABLES / "eta_table2.yaml")  # the semantic-only Transformer: the same system and numbers
+    assert _row(t, "Transformer_s").values == _row(eta2, "Transformer_s").values
+    for encoder, none in (("Transformer_s", "Transformer_s - Encoder"), ("Transformer_v", "Transformer_v - Encoder")):
+        assert all(_row(t, encoder).values[k] > v for k, v in _row(t, none).values.items())  # "over all the metrics"
+    assert {(c.better, c.worse) for c in t.claims} == {
+        ("transformer_s", "transformer_s_noenc"), ("transformer_v_grid", "transformer_v_grid_noenc"),
+        ("eta_grid", "transformer_s"), ("eta_grid", "transformer_v_grid"), ("eta_grid", "softatt_grid"),
+        ("eta_grid", "convcap_grid")}
+
+
+def test_eta_table5_transcription():
+    t = load_table(PAPER_TABLES / "eta_table5.yaml")
+    assert [(s.name, len(s.rows)) for s in t.sections] == [("Ablation", 7)]
+    assert [(r.labels["model"], r.variant) for r in t.rows] == [
+        ("Transformer_v", "transformer_v_scst"), ("Transformer_s", "transformer_s_scst"),
+        ("T_v & T_s fuse", "tvs_fuse_scst"), ("Parallel", "parallel_scst"), ("Stacked_v", "stacked_v_scst"),
+        ("Stacked_s", "stacked_s_scst"), ("ETA", "eta_scst")]
+    assert t.rows[2].values == _plain([79.6, 37.5, 27.6, 57.6, 118.7, 19.8])
+    assert _row(t, "Stacked_v").values == _plain([80.7, 39.1, 28.6, 58.6, 125.0, 22.4])
+    eta1 = load_table(PAPER_TABLES / "eta_table1.yaml")  # ETA repeats Table 1's sequence-level row
+    assert _row(t, "ETA").values == {k.split(":")[1]: v for k, v in _row(eta1, "ETA").values.items()
+                                     if k.startswith("scst:")}
+    claims = {c.id: c for c in t.claims}
+    assert len(claims) == 11
+    text_not_table = claims["parallel_over_stacked_v"]  # the text's PA > SA_v, which the printed CIDEr-D reverses
+    assert (text_not_table.paper_worse, text_not_table.paper_better) == (125.0, 124.9)
+    assert "disagrees" in text_not_table.note
+    assert all(c.paper_better > c.paper_worse for c in t.claims if c is not text_not_table)
+
+
+def test_eta_table6_transcription():
+    t = load_table(PAPER_TABLES / "eta_table6.yaml")
+    assert [(s.name, len(s.rows)) for s in t.sections] == [("Activation in GBC", 4)]
+    assert [(r.labels["model"], r.variant) for r in t.rows] == [
+        ("Sigmoid", "eta_sigmoid"), ("Tanh", "eta_tanh"), ("ReLU", "eta_relu"), ("Linear", "eta")]
+    assert t.rows[0].values == _plain([74.5, 32.1, 26.3, 54.8, 104.9, 19.4])
+    assert t.rows[-1].values == _plain([76.3, 36.3, 28.1, 56.5, 115.2, 21.0])
+    assert {(c.better, c.worse) for c in t.claims} == {
+        ("eta_relu", "eta_sigmoid"), ("eta_relu", "eta_tanh"), ("eta", "eta_sigmoid"), ("eta", "eta_tanh"),
+        ("eta", "eta_relu")}
+    assert all(c.paper_better > c.paper_worse for c in t.claims)
 
 
 # ---------------------------------------------------------------- server-only cells
@@ -505,9 +581,10 @@ def test_build_all_transcribed_tables(tmp_path, metrics_dir):
             counts[cells[0].split("]")[0].lstrip("[")] = tuple(int(c) for c in cells[-4:])
     assert counts == {  # reproduced / server only / pending / cited: the Up-Down row of each table is ours
         "aoanet_offline": (1, 0, 3, 4), "aoanet_online": (0, 1, 2, 4), "eta_table1": (1, 0, 3, 3),
-        "eta_table3": (0, 1, 2, 3), "xlan_table1": (1, 0, 8, 11), "xlan_table2": (0, 1, 3, 7), "xlan_table3": (1, 0, 6, 0)}
+        "eta_table2": (0, 0, 4, 6), "eta_table3": (0, 1, 2, 3), "eta_table4": (0, 0, 7, 0), "eta_table5": (0, 0, 7, 0),
+        "eta_table6": (0, 0, 4, 0), "xlan_table1": (1, 0, 8, 11), "xlan_table2": (0, 1, 3, 7), "xlan_table3": (1, 0, 6, 0)}
     summary = json.loads((out / summary_name("paper")).read_text())
-    assert [sorted(e) for e in summary] == [["cited", "id", "paper", "pending", "reproduced", "server_only", "table"]] * 7
+    assert [sorted(e) for e in summary] == [["cited", "id", "paper", "pending", "reproduced", "server_only", "table"]] * len(TABLE_IDS)
     xlan2 = (out / "xlan_table2.md").read_text()
     assert xlan2.rstrip().endswith("`data/predictions/<system>/captions_test2014_<system>_results.json` that the "
                                    "pipeline writes for each of these systems (on synthetic data the test split stands "
@@ -535,7 +612,11 @@ def test_build_all_transcribed_tables(tmp_path, metrics_dir):
     ("xlan_table1", 248, 72, 14225.3),
     ("xlan_table2", 154, 0, 11259.0),
     ("eta_table1", 76, 8, 4376.0),
+    ("eta_table2", 54, 6, 3239.7),
     ("eta_table3", 82, 2, 5763.8),
+    ("eta_table4", 42, 0, 2026.0),
+    ("eta_table5", 42, 0, 2424.2),
+    ("eta_table6", 24, 0, 1288.2),
 ])
 def test_transcription_fingerprint(table_id, numbers, nulls, total):
     """Every printed number is transcribed: a mistyped, dropped or invented cell changes one of these."""

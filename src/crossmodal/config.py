@@ -136,6 +136,42 @@ class RegionsConfig:
 
 
 @dataclass(frozen=True)
+class GridConfig:
+    """Grid features (stage extract_grid, the feature set `grid`): the backbone's last convolutional map,
+    adaptively average-pooled to `size` x `size` cells, one row per cell (ETA Table 4: VGG-16 conv5 at 7 x 7)."""
+
+    size: int = 7
+
+    def __post_init__(self) -> None:
+        if self.size < 1:
+            raise ValueError(f"size must be >= 1, got {self.size}")
+
+
+@dataclass(frozen=True)
+class AttributesConfig:
+    """The attribute detector (stage train_attributes; Fang et al. 2015, as ETA §5.2 uses it): multiple-instance
+    learning with a noisy-OR over the backbone's grid cells, fine-tuned from the backbone, over the `words` most
+    frequent training-caption words of `vocabulary` less `exclude`. Its outputs are the feature sets `attributes`
+    (the `top_k` detected words with their probabilities) and `attributes_oracle` (the `top_k` most frequent
+    listed words of the image's own captions)."""
+
+    seed: int = 0
+    vocabulary: str = "min5"  # the caption vocabulary whose word ids the feature sets hold
+    words: int = 1000  # K
+    exclude: str = ""  # words never used as attributes, space-separated (a list would turn "on" into a boolean)
+    top_k: int = 10
+    hidden_dim: int = 256
+    epochs: int = 10
+    batch_size: int = 32
+    lr: float = 1e-3
+    trunk_lr: float = 1e-4  # the fine-tuned backbone trunk's learning rate
+
+    def __post_init__(self) -> None:
+        if min(self.words, self.top_k, self.hidden_dim, self.epochs, self.batch_size) < 1:
+            raise ValueError("words, top_k, hidden_dim, epochs and batch_size must be >= 1")
+
+
+@dataclass(frozen=True)
 class CaptionsConfig:
     """One vocabulary convention: words seen at least `min_word_count` times in training, captions cut to
     `max_length` words (params.yaml `vocabularies`, one processed caption set each)."""
@@ -278,18 +314,17 @@ class SystemConfig:
             raise ValueError("a cross-entropy system needs `model` and `vocabulary` (and no `init`)")
 
 
-ENSEMBLE_SIZE = 4  # the papers' Σ rows fuse four models
-
-
 @dataclass(frozen=True)
 class EnsembleConfig:
-    """Trained systems decoded together by beam search over their averaged log-probabilities."""
+    """Trained systems decoded together by beam search over their averaged log-probabilities: seeds of one system
+    (X-LAN's Σ rows fuse four, ETA's "fuse" two) or different systems of one vocabulary and objective (ETA's late
+    fusion of Transformer_v and Transformer_s)."""
 
     members: tuple[str, ...]
 
     def __post_init__(self) -> None:
-        if len(self.members) != ENSEMBLE_SIZE or len(set(self.members)) != ENSEMBLE_SIZE:
-            raise ValueError(f"members must be {ENSEMBLE_SIZE} distinct trained systems, got {list(self.members)}")
+        if len(self.members) < 2 or len(set(self.members)) != len(self.members):
+            raise ValueError(f"members must be at least 2 distinct trained systems, got {list(self.members)}")
 
 
 @dataclass(frozen=True)
@@ -387,6 +422,8 @@ class Config:
     world: WorldConfig = field(default_factory=WorldConfig)
     backbone: BackboneConfig = field(default_factory=BackboneConfig)
     regions: RegionsConfig = field(default_factory=RegionsConfig)
+    grid: GridConfig = field(default_factory=GridConfig)
+    attributes: AttributesConfig = field(default_factory=AttributesConfig)
     vocabularies: dict[str, CaptionsConfig] = field(default_factory=lambda: {"min5": CaptionsConfig()})
     evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
     compute: ComputeConfig = field(default_factory=ComputeConfig)
@@ -451,8 +488,11 @@ class Config:
             unknown = [m for m in ensemble.members if m not in self._systems]
             if unknown:
                 raise ValueError(f"'{where}.members': {unknown[0]!r} is not a trained system")
-            if len({repr([getattr(self.model_of(m), k) for k in MODEL_KEYS]) for m in ensemble.members}) > 1:
-                raise ValueError(f"'{where}.members' must share one model, inputs and model_args")
+            if len({self.model_of(m).vocabulary for m in ensemble.members}) > 1:
+                raise ValueError(f"'{where}.members' must share one vocabulary")
+            fed = [(n, s) for m in ensemble.members for n, s in self.model_of(m).inputs.items()]
+            if len(dict(fed)) < len(set(fed)):
+                raise ValueError(f"'{where}.members' feed one named input from different feature sets")
             if len({self._systems[m].objective for m in ensemble.members}) > 1:
                 raise ValueError(f"'{where}.members' mix cross-entropy and SCST systems")
 
@@ -581,6 +621,10 @@ class Config:
     def model_of(self, name: str) -> SystemConfig:
         """The config of `model_name(name)`: model, vocabulary, inputs, model_args."""
         return self._systems[self.model_name(name)]
+
+    def ensemble_inputs(self, name: str) -> dict[str, str]:
+        """The named inputs an ensemble's members read, united: {input: feature set} (they agree where shared)."""
+        return {n: s for m in self.ensembles()[name].members for n, s in self.model_of(m).inputs.items()}
 
 
 # --------------------------------------------------------------------------------------------------

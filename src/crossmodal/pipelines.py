@@ -31,6 +31,7 @@ HEADER = ("# Written by `python -m crossmodal pipelines` from params.yaml and th
           "# {what}\n")
 # every captioning system's test references and its qualitative examples (tasks/captioning.py)
 CAPTION_DATA = [paths.CAPTIONS / "references", paths.EXAMPLES]
+ATTRIBUTE_SETS = ("attributes", "attributes_oracle")  # the feature sets stage train_attributes writes
 
 
 def pipeline_file(paper: str) -> Path:
@@ -100,6 +101,17 @@ def spine_stages(cfg: Config) -> dict:
         "python -m crossmodal extract-regions", ["profile", "regions", "compute.portable"],
         [world, paths.BACKBONE, raw / "butd_adaptive", raw / "butd_fixed36", *stage_code("extract_regions")],
         [str(paths.REGIONS)])
+    used = {s for n in cfg.systems() for s in cfg.model_of(n).inputs.values()}
+    if "grid" in used:
+        stages["extract_grid"] = _stage(
+            "python -m crossmodal extract-grid", ["profile", "grid", "compute.portable"],
+            [world, paths.BACKBONE, *stage_code("extract_grid")], [str(paths.features("grid"))])
+    if used & set(ATTRIBUTE_SETS):
+        stages["train_attributes"] = _stage(
+            "python -m crossmodal train-attributes", ["profile", "grid.size", "attributes", "compute.portable"],
+            [world, raw / "karpathy", paths.BACKBONE, paths.vocabulary(cfg.attributes.vocabulary),
+             *stage_code("train_attributes")],
+            [str(paths.features(s)) for s in ATTRIBUTE_SETS], [paths.METRICS / "attributes.json"])
     stages["reference_points"] = _stage(
         "python -m crossmodal reference-points", ["profile"],
         [world, raw / "karpathy", paths.CAPTIONS / "references", *stage_code("reference_points")], [],
@@ -190,11 +202,11 @@ def paper_stages(cfg: Config, paper: str) -> dict:
                               *_system_outs(name), wdir="../..")
     for name, ensemble in section.ensembles.items():
         members = ensemble.members
-        model = cfg.model_of(members[0])
+        models = _dedupe([f"models.{cfg.model_of(m).model}" for m in members])
         params = [*SHARED_PARAMS, f"{cfg.where(name)}.members",
                   *grouped(cfg, _dedupe([p for m in members for p in cfg.model_sources(m)]))]
-        deps = [*(paths.MODELS / m for m in members), *_model_data(cfg, members[0]),
-                *stage_code("ensemble", f"models.{model.model}")]
+        deps = [*(paths.MODELS / m for m in members), *_dedupe([str(d) for m in members for d in _model_data(cfg, m)]),
+                *stage_code("ensemble", *models)]
         outs, metrics = _system_outs(name)
         stages[name] = _stage(f"python -m crossmodal ensemble --name {name}", params, deps, outs[1:], metrics,
                               wdir="../..")

@@ -22,6 +22,12 @@ from ..decoding.search import repeat_rows
 class Captioner(nn.Module, abc.ABC):
     INPUTS: ClassVar[tuple[str, ...]]  # the named inputs `encode` reads, e.g. ("regions",)
 
+    @classmethod
+    def consumes(cls, args: Any) -> tuple[str, ...]:
+        """The named inputs a model built from `args` reads: `INPUTS`, unless its arguments choose (a model whose
+        variants read different inputs sets `self.INPUTS` in `__init__` to match)."""
+        return cls.INPUTS
+
     @abc.abstractmethod
     def encode(self, inputs: Inputs) -> Any:
         """Per-image tensors reused at every step (batch dim first), from the inputs named in INPUTS."""

@@ -77,11 +77,11 @@ def build_model(where: str, variant: ModelSpec, vocab_size: int, input_dims: Map
     cls = _find(variant.model)
     if cls is None:
         raise InputError(f"params.yaml: '{where}.model' is {_unknown(variant.model)}")
-    missing = [input_name for input_name in cls.INPUTS if input_name not in input_dims]
+    args = build(cls.Args, variant.model_args, f"{where}.model_args")
+    missing = [input_name for input_name in cls.consumes(args) if input_name not in input_dims]
     if missing:
         raise InputError(f"params.yaml: '{where}': model {variant.model!r} consumes input(s) "
                          f"{', '.join(missing)}, which the system does not provide (it has: {', '.join(input_dims)})")
-    args = build(cls.Args, variant.model_args, f"{where}.model_args")
     return cls(args, vocab_size, input_dims)
 
 

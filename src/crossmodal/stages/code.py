@@ -22,6 +22,8 @@ from ..closures import closure, roots
 from ..io import InputError, atomic_path, write_text
 from ..pipelines import check_current
 
+ARGUMENTS = {"--closures": "comma-separated code closure keys (closures.py)"}
+
 
 def run(cfg, root: Path, args) -> None:
     check_current(cfg, root)

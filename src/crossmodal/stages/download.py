@@ -9,6 +9,8 @@ from .. import paths
 from ..io import InputError, write_json
 from .common import progress, real
 
+ARGUMENTS = {"--dataset": "a key of `datasets` in params.yaml"}
+
 
 def run(cfg, root: Path, args) -> None:
     name = args.dataset

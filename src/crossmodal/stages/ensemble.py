@@ -8,6 +8,8 @@ from .. import paths
 from ..io import InputError, write_json
 from .common import record_environment, set_threads
 
+ARGUMENTS = {"--name": "a key of `<paper>.ensembles` in params.yaml"}
+
 
 def run(cfg, root: Path, args) -> None:
     from ..tracking import Run
@@ -28,7 +30,7 @@ def run(cfg, root: Path, args) -> None:
         set_threads(cfg)
         start_meteor()  # its JVM loads while the members decode
         system, device = cfg.model_of(members[0]), resolve_device(cfg.compute)
-        data = CaptionData(cfg, root, system.vocabulary, system.inputs, ("test",))
+        data = CaptionData(cfg, root, system.vocabulary, cfg.ensemble_inputs(name), ("test",))
         models = []
         for member in members:
             path = root / paths.MODELS / member / "model.pt"
@@ -39,7 +41,7 @@ def run(cfg, root: Path, args) -> None:
         predictions = decode_split(Ensemble(models), data.inputs["test"], data.words, ev.beam_size, ev.max_length,
                                    ev.batch_size)
         metrics = write_captions(cfg, root, name, run, refs, {
-            "variant": name, "model": system.model, "objective": cfg.systems()[members[0]].objective,
+            "variant": name, "model": "+".join(dict.fromkeys(cfg.model_of(m).model for m in members)), "objective": cfg.systems()[members[0]].objective,
             "members": list(members), "predictions": predictions, "test": evaluate_captions(predictions, refs)})
         environment = record_environment(run, str(device))
         write_json(root / paths.METRICS / f"{name}.json",

@@ -11,6 +11,10 @@ from ..io import InputError
 from ..reports.claims import seed_groups
 from ..reports.tables import build_paper
 
+ARGUMENTS = {"--paper": "a paper section of params.yaml",
+             "--systems": "comma-separated trained systems whose rows are built"}
+OPTIONAL = ("--systems",)
+
 
 def run(cfg, root: Path, args) -> None:
     from ..config import PAPERS

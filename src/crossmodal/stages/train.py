@@ -10,6 +10,8 @@ from ..config import flatten
 from ..io import InputError, write_json
 from .common import progress, record_environment, set_threads
 
+ARGUMENTS = {"--system": "a key of `<paper>.systems` in params.yaml"}
+
 
 def run(cfg, root: Path, args) -> None:
     from ..tracking import Run
