@@ -772,3 +772,12 @@ def test_a_row_with_several_seeds_shows_their_mean_sd_and_n_and_waits_for_all(tm
     (metrics_dir / "base_seed2.json").unlink()  # one seed missing: the row is pending, never a mean of fewer
     waiting = build_table(table, metrics_dir, {"base", "base_seed1", "base_seed2"}, seeds)
     assert waiting.counts["pending"] == 1 and "/ pending |" in waiting.markdown
+
+
+def test_the_status_names_consecutive_tables_as_a_range():
+    from crossmodal.reports.tables import _table_labels
+
+    assert _table_labels(["Table 1", "Table 2", "Table 3"]) == "Tables 1–3"
+    assert _table_labels(["Table 1", "Table 3", "Table 4"]) == "Table 1, Table 3, Table 4"
+    assert _table_labels(["Fig. 5", "Fig. 6"]) == "Fig. 5, Fig. 6"
+    assert _table_labels(["Table 1", "Table 2"]) == "Table 1, Table 2"

@@ -825,6 +825,15 @@ STATUS_BEGIN = "<!-- status:begin (generated from reports/: python scripts/readm
 STATUS_END = "<!-- status:end -->"
 
 
+def _table_labels(labels: list[str]) -> str:
+    """"Table 1, Table 2, Table 3" -> "Tables 1–3" where the labels are consecutive numbered tables; else joined."""
+    numbers = [label.removeprefix("Table ") for label in labels]
+    if len(labels) > 2 and all(n.isdigit() for n in numbers) and \
+            [int(n) for n in numbers] == list(range(int(numbers[0]), int(numbers[0]) + len(numbers))):
+        return f"Tables {numbers[0]}–{numbers[-1]}"
+    return ", ".join(labels)
+
+
 def build_status(summaries: dict[str, Path], systems: dict[str, str], ensembles: dict[str, str],
                  metrics_dir: Path, claims: Verdicts, seeds: dict[str, tuple[str, ...]] | None = None) -> str:
     """The status table of the papers (Markdown, with its notes): per paper of STATUS_PAPERS, the tables
@@ -849,7 +858,7 @@ def build_status(summaries: dict[str, Path], systems: dict[str, str], ensembles:
             continue
         entries = read_json(summaries[paper])
         counts = {kind: sum(e.get(kind, 0) for e in entries) for kind in KINDS}
-        lines.append(_md_row([name, f"{len(entries)}: " + ", ".join(e["table"] for e in entries), *runs,
+        lines.append(_md_row([name, f"{len(entries)}: " + _table_labels([e["table"] for e in entries]), *runs,
                               *(str(counts[kind]) for kind in KINDS), claims.held([e["id"] for e in entries])]))
     shared = [s for s, p in {**systems, **ensembles}.items() if p == SHARED_SECTION]
     lines += ["", "Rows of the papers' tables: *reproduced* ones hold our numbers beside the paper's; *server only* ones "
