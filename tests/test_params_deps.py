@@ -1,8 +1,8 @@
 """Leaf-exact params dependencies, derived independently of the generator: every value stated under a recipe or a
 system (its `paper:` blocks included) is changed, one at a time, and the systems whose resolved configuration
-changes are the stages that must list that key path, under both profiles. A stage file that lists a key whose change
-leaves its configuration alone (superfluous: it would rerun for nothing) or misses one that changes it (missing: a
-stale result) fails here."""
+changes are the stages that must read that key path (the values file the `params` stage writes for each stage),
+under both profiles. A stage that reads a key whose change leaves its configuration alone (superfluous: it would
+rerun for nothing) or misses one that changes it (missing: a stale result) fails here."""
 from __future__ import annotations
 
 import copy
@@ -107,10 +107,9 @@ def test_every_stage_lists_exactly_the_keys_its_configuration_takes(profile):
     # `seeds` adds or removes copies (test_more_seeds_add_stages_and_rerun_none); an SCST entry's count cannot
     # change alone (its init needs as many), nor can a count whose copies an ensemble names
     assert {p.split(".")[-1] for p in untestable} <= {"objective", "seeds"}, untestable
-    files = pipelines.expected_files(cfg)
-    stages = {name: stage for text in files.values() for name, stage in yaml.safe_load(text)["stages"].items()}
+    stages = {path.stem: keys for path, keys in pipelines.param_lists(cfg).items()}  # each stage's values file
     for name, keys in derived.items():
-        listed = {".".join(leaf) for p in stages[name]["params"] if p not in pipelines.SHARED_PARAMS
+        listed = {".".join(leaf) for p in stages[name] if p not in pipelines.SHARED_PARAMS
                   and not p.startswith("vocabularies.") and not p.endswith((".objective", ".members"))
                   for leaf in _expand(data, tuple(p.split(".")))}  # a mapping stands for each of its values
         assert listed == keys, (name, "missing:", sorted(keys - listed), "superfluous:", sorted(listed - keys))
@@ -126,3 +125,6 @@ def test_more_seeds_add_stages_and_rerun_none():
     assert set(after) - set(before) == {f"aoanet_seed{seeds}"}
     changed = {name for name in before if after[name] != before[name]}
     assert changed <= {"tables", "index"}, changed  # the reports read the new run; no training stage reruns
+    values = lambda d: {p.stem: k for p, k in pipelines.param_lists(from_data(d)).items()}  # noqa: E731
+    old, new = values(data), values(_set(data, ("aoanet", "systems", "aoanet", "seeds"), seeds + 1))
+    assert {n for n in old if old[n] != new[n]} <= {"tables", "index"}

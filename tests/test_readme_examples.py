@@ -1,13 +1,11 @@
 """The README's variant examples do what they say: each `dvc exp run -S <key>=<value>` is followed by the stages it
-reruns, and `dvc status` agrees. The check runs on the full pipeline without its data: a copy of the stage files
-whose locks record the params as params.yaml states them now (as after a full `dvc repro`), so `dvc status` reports
-a stage's params as changed exactly when the example changes one of its keys. What the repro then also reruns is
-what depends on those stages' outputs, from DVC's own graph (`dvc dag`). `dvc repro pipelines/<paper>/dvc.yaml`
+reruns. The check runs on the full pipeline without its data: the stages an example reaches directly are those
+whose params values file (what the `params` stage writes, stages/params.py) changes with the example's key; what
+the repro then also reruns is what depends on those stages' outputs, from DVC's own graph (`dvc dag`). `dvc repro pipelines/<paper>/dvc.yaml`
 examples are checked against the stages it needs (`dvc dag`)."""
 from __future__ import annotations
 
 import itertools
-import json
 import re
 import shutil
 import subprocess
@@ -53,24 +51,28 @@ def _lookup(tree: dict, key: str):
 
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory) -> Path:
-    """The stage files, params and code, with locks that match params.yaml (no data)."""
+    """The stage files, params and code (no data): what `dvc dag` and the `params` stage's values need."""
     repo = tmp_path_factory.mktemp("readme") / "repo"
     repo.mkdir()
-    for name in ("src", "dvc.yaml", "dvc.lock", "pipelines", "params.yaml", ".dvcignore", ".dvc/config"):
+    for name in ("src", "dvc.yaml", "pipelines", "params.yaml", ".dvcignore", ".dvc/config"):
         (repo / name).parent.mkdir(parents=True, exist_ok=True)
         (shutil.copytree if (ROOT / name).is_dir() else shutil.copy)(ROOT / name, repo / name)
-    params = yaml.safe_load((repo / "params.yaml").read_text())
-    for stage_file in [repo / "dvc.yaml", *(repo / "pipelines").glob("*/dvc.yaml")]:
-        lock_file = stage_file.with_suffix(".lock")
-        lock = yaml.safe_load(lock_file.read_text()) if lock_file.is_file() else {"schema": "2.0", "stages": {}}
-        for name, stage in yaml.safe_load(stage_file.read_text())["stages"].items():
-            entry = lock["stages"].setdefault(name, {"cmd": stage["cmd"]})
-            entry.pop("params", None)
-            if stage.get("params"):
-                entry["params"] = {"params.yaml": {k: _lookup(params, k) for k in stage["params"]}}
-        lock_file.write_text(yaml.safe_dump(lock, sort_keys=False))
     _run(repo, "git", "init", "-q")
     return repo
+
+
+def _values(params: dict) -> dict[str, dict]:
+    """{stage as DVC names it: the values of the params it reads}, as the `params` stage writes them."""
+    from crossmodal import paths
+    from crossmodal.config import from_data
+    from crossmodal.pipelines import param_lists
+
+    out = {}
+    for path, keys in param_lists(from_data(params)).items():
+        rel = path.relative_to(paths.PARAMS)
+        stage = f"pipelines/{rel.parent}/dvc.yaml:{rel.stem}" if rel.parent.name else rel.stem
+        out[stage] = {key: _lookup(params, key) for key in keys}
+    return out
 
 
 def _short(stage: str) -> str:
@@ -94,19 +96,13 @@ def reruns(repo: Path, command: str) -> set[str]:
         needed = set().union(*(_graph(repo, f"{match.group(4)}:{name}")[0] for name in ours))
         return {_short(s) for s in needed if s.startswith("pipelines/")}
     key, value = match.group(2), yaml.safe_load(match.group(3))
-    path = repo / "params.yaml"
-    original = path.read_text()
-    params = yaml.safe_load(original)
+    before = _values(yaml.safe_load((repo / "params.yaml").read_text()))
+    params = yaml.safe_load((repo / "params.yaml").read_text())
     parent = _lookup(params, key.rsplit(".", 1)[0])
     assert key.rsplit(".", 1)[1] in parent, f"{key}: not a key of params.yaml"
     parent[key.rsplit(".", 1)[1]] = value
-    path.write_text(yaml.safe_dump(params, sort_keys=False))
-    try:
-        status = json.loads(_run(repo, "dvc", "status", "--json"))
-    finally:
-        path.write_text(original)
-    direct = {stage for stage, changes in status.items() if stage != "code"
-              and any("params.yaml" in c.get("changed deps", {}) for c in changes if isinstance(c, dict))}
+    after = _values(params)
+    direct = {stage for stage in before if before[stage] != after[stage]}  # whose values file changes
     _, edges = _graph(repo)
     found, todo = set(direct), list(direct)
     while todo:

@@ -24,6 +24,7 @@ MODELS = Path("data/models")
 PREDICTIONS = Path("data/predictions")
 CHECKPOINTS = Path("data/checkpoints")
 CODE = Path("data/code")  # one file per code closure a stage runs (stages/code.py)
+PARAMS = Path("data/params")  # one file per stage: the values of the params it reads (stages/params.py)
 METRICS = Path("reports/metrics")
 TABLES = Path("reports/tables")
 INDEX = Path("reports/index.md")
@@ -63,3 +64,8 @@ def features(name: str) -> Path:
 def code(closure_key: str) -> Path:
     """The file listing a code closure's files and their MD5s (closures.py), a stage's only code dependency."""
     return CODE / f"{closure_key}.txt"
+
+
+def params_values(stage: str, paper: str | None = None) -> Path:
+    """The values of the params a stage reads (the `params` stage writes them; the stage depends on this file)."""
+    return PARAMS / (f"{paper}/{stage}.json" if paper else f"{stage}.json")

@@ -1,6 +1,7 @@
 """`python -m crossmodal pipelines`: write the DVC stage files from params.yaml and the code's import graph.
 
-- `dvc.yaml` (the root) holds the stages every paper shares: `code` (the code closures, below), downloads, the
+- `dvc.yaml` (the root) holds the stages every paper shares: `code` (the code closures, below), `params` (each
+  stage's params values, below), downloads, the
   synthetic world, caption preprocessing, backbone, region features, reference points, and `index`
   (reports/index.md), which depends on every paper's tables, so that `dvc repro` at the root rebuilds everything.
 - `pipelines/<paper>/dvc.yaml` holds one stage per system and ensemble of that params section, in params order,
@@ -8,11 +9,12 @@
 
 Exact dependencies. A stage depends on the params it reads (a system: each value its resolved configuration
 takes, at the key path where it is stated along its `of` chain, and its model's keys when it continues another
-system; `evaluation`, `compute`, `profile`, its vocabulary) and on the code its command runs: its import closure (closures.py), through one file,
-`data/code/<closure key>.txt`, that the `code` stage writes with the MD5 of each file of the closure. An edit
-reruns exactly the stages whose closure holds the edited file (after `code`, which takes a second); a file no
-closure imports reruns nothing. `runtime` is read by every stage but is never a dependency: it cannot change
-results.
+system; `evaluation`, `compute`, `profile`, its vocabulary), through one file, `data/params/[<paper>/]<stage>.json`,
+that the `params` stage writes with those values (stages/params.py); and on the code its command runs, its import
+closure (closures.py), through one file, `data/code/<closure key>.txt`, that the `code` stage writes with the MD5 of
+each file of the closure. A change reruns exactly the stages whose values file or closure it changes (after `params`
+or `code`, a second each); a file no closure imports reruns nothing. `runtime` is read by every stage but is in no
+values file: it cannot change results.
 
 The files are generated, not written by hand: after adding or removing a system, run this command (a test and
 `--check` fail while a stage file differs from what params.yaml and the code say).
@@ -51,6 +53,13 @@ def code_stage(cfg: Config, stage_files: list[dict]) -> dict:
     sources = sorted({f for k in [*keys, "code"] for f in closures.closure(closures.roots(k))})
     return _stage(f"python -m crossmodal code --closures {','.join(keys)}", entry_sections(cfg), sources,
                   [str(paths.CODE)])
+
+
+def params_stage() -> dict:
+    """The `params` stage: it tracks params.yaml whole (one read per `dvc repro`, and `dvc params diff` shows every
+    key) and writes each other stage's values file, the values of exactly the key paths that stage reads."""
+    stage = _stage("python -m crossmodal params", [], stage_code("params"), [str(paths.PARAMS)])
+    return {"cmd": stage["cmd"], "params": [{"params.yaml": None}], **{k: v for k, v in stage.items() if k != "cmd"}}
 
 
 def entry_sections(cfg: Config) -> list[str]:
@@ -158,9 +167,8 @@ def _value_counts(tree, where: str, out: dict[str, int]) -> int:
 
 def grouped(cfg: Config, paths: list[str]) -> list[str]:
     """`paths` with the values of a mapping replaced by the mapping's own key path wherever the stage takes all of
-    them (all of `recipes.scst.train`, say), never a whole entry or `paper:` block. DVC looks every params path up
-    in the whole file, so fewer paths keep a no-op `dvc repro` fast (about 460 for the systems instead of 900).
-    A key later added to such a mapping reruns the stage too (the `code` stage's check catches the others)."""
+    them (all of `recipes.scst.train`, say), never a whole entry or `paper:` block: shorter values files. A key
+    later added to such a mapping reruns the stage too (the `code` stage's check catches the others)."""
     entries = {f"recipes.{n}": e for n, e in cfg.recipes.items()}
     entries.update({f"{p}.{kind}.{n}": e for p in PAPERS for kind in ("systems", "recipes")
                     for n, e in getattr(cfg.paper(p), kind).items()})
@@ -241,17 +249,43 @@ def render(stages: dict, what: str, plots: list | None = None) -> str:
     return HEADER.format(what=what) + body
 
 
-def expected_files(cfg: Config) -> dict[Path, str]:
-    """Every stage file's text, by repository-relative path."""
+def _stage_sets(cfg: Config) -> tuple[dict, dict[str, dict]]:
+    """(the shared stages, {paper: its stages}), each stage still listing the params key paths it reads."""
     papers = {paper: stages for paper in PAPERS if (stages := paper_stages(cfg, paper))}
     spine = spine_stages(cfg)
-    spine = {"code": code_stage(cfg, [spine, *papers.values()]), **spine}
+    spine = {"params": params_stage(), **spine}
+    return {"code": code_stage(cfg, [spine, *papers.values()]), **spine}, papers
+
+
+def _param_values_files(spine: dict, papers: dict[str, dict]) -> dict[Path, list[str]]:
+    """Move each stage's params key paths (but `code`'s and `params`' own) into its values file, which becomes its
+    dependency; returns {values file: key paths}."""
+    lists = {}
+    for prefix, stages in [(None, spine), *papers.items()]:
+        for name, stage in stages.items():
+            if name in ("code", "params") or "params" not in stage:
+                continue
+            path = paths.params_values(name, prefix)
+            lists[path] = stage.pop("params")
+            stage["deps"].insert(0, str(path))
+    return lists
+
+
+def param_lists(cfg: Config) -> dict[Path, list[str]]:
+    """{values file: the params key paths its stage reads}: what the `params` stage writes (stages/params.py)."""
+    return _param_values_files(*_stage_sets(cfg))
+
+
+def expected_files(cfg: Config) -> dict[Path, str]:
+    """Every stage file's text, by repository-relative path."""
+    spine, papers = _stage_sets(cfg)
+    _param_values_files(spine, papers)
     from .reports.figures import dvc_plot_definitions
 
     trained = {paper: [n for n in cfg.systems() if cfg.paper_of(n) == paper] for paper in PAPERS}
-    files = {Path("dvc.yaml"): render(spine, "Shared stages (code closures, data, features, reference points) and "
-                                             "the index of every paper's tables; `dvc plots show` draws the "
-                                             "training curves.", dvc_plot_definitions(trained))}
+    files = {Path("dvc.yaml"): render(spine, "Shared stages (code closures, params values, data, features, "
+                                             "reference points) and the index of every paper's tables; `dvc plots "
+                                             "show` draws the training curves.", dvc_plot_definitions(trained))}
     for paper, stages in papers.items():
         files[pipeline_file(paper)] = render(stages, f"The {paper} section of params.yaml: its systems, "
                                                      "ensembles and tables (stage paths relative to the root).")
