@@ -301,10 +301,10 @@ def _differences(cfg: Config, root: Path) -> tuple[dict[Path, str], list[Path], 
 
 
 def check_current(cfg: Config, root: Path) -> None:
-    """Fail with one line when the stage files are not what params.yaml says, e.g. after `dvc exp run -S +<key>`
-    stated a value at a new key path (the stages list the old one, so DVC would not rerun them) or after a
-    profile switch (the real profile's stages also take the `paper:` blocks' values). The `code` stage runs this
-    first whenever params.yaml's entries change."""
+    """Fail with one line when the stage files are not what params.yaml says, e.g. after a system, ensemble or
+    table was added or removed by hand in params.yaml. The `code` stage runs this first whenever params.yaml's
+    entries change. (Which key paths a stage reads is in its values file, not in the stage files: the `params`
+    stage keeps those current by itself.)"""
     files, differ, stale = _differences(cfg, root)
     for path in differ:
         have = yaml.safe_load((root / path).read_text())["stages"] if (root / path).is_file() else {}

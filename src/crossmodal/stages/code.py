@@ -7,10 +7,11 @@ repro stays within its budget. The reruns are the same: an edit changes the file
 edited file and no other, and DVC reruns exactly the stages that depend on those. `dvc status` names this stage
 only; `dvc repro code` then shows (in `dvc status`) which stages the edit reaches.
 
-It also depends on the params sections of entries (recipes, systems) and first checks that the stage files list
-what params.yaml now says (pipelines.check_current): a value stated at a new key path (`dvc exp run -S +<key>`)
-or a profile switch needs `python -m crossmodal pipelines`, and the repro stops here with one line instead of
-leaving a stage that tracks the old key. Its outputs do not change when only params do, so nothing else reruns.
+It also depends on the params sections of entries (recipes, systems) and first checks that the stage files are
+what params.yaml now says (pipelines.check_current): a system, ensemble or table added or removed needs `python -m
+crossmodal pipelines`, and the repro stops here with one line instead of leaving a stage out. (A value stated at
+a new key path needs nothing: the `params` stage reads the new key into the values files.) Its outputs do not
+change when only params do, so nothing else reruns.
 """
 from __future__ import annotations
 
