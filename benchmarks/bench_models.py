@@ -42,7 +42,8 @@ PAPER_SIZES = {
     "xlan": ("xlan", {}, 40, "X-LAN paper: D = 1024, 8 heads, 4 X-Linear encoder blocks + ELU, batch 40"),
     "xtransformer": ("xtransformer", {}, 10, "official config: D = 768, 8 heads, 6 + 6 layers; batch 10 (the paper's 40 "
                      "was killed past 24 GiB here)"),
-    "eta": ("eta", {}, 75, "ETA paper: d = 512, 6 + 6 layers (two sub-encoders), 8 heads, 5-10 attributes, batch 75"),
+    "eta": ("eta", {}, 75, "ETA paper: d = 512, 6 + 6 layers (two sub-encoders), 8 heads, 5-10 attributes, "
+            "batch 75"),
 }
 VOCAB, FEATURE_DIM, MAX_REGIONS, MIN_REGIONS, CAPTIONS, WORDS = 10369, 2048, 100, 10, 5, 16
 MIN_ATTRIBUTES, MAX_ATTRIBUTES = 5, 10  # ETA's detected words per image
