@@ -58,8 +58,7 @@ def code_stage(cfg: Config, stage_files: list[dict]) -> dict:
 def params_stage() -> dict:
     """The `params` stage: it tracks params.yaml whole (one read per `dvc repro`, and `dvc params diff` shows every
     key) and writes each other stage's values file, the values of exactly the key paths that stage reads."""
-    stage = _stage("python -m crossmodal params", [], stage_code("params"), [str(paths.PARAMS)])
-    return {"cmd": stage["cmd"], "params": [{"params.yaml": None}], **{k: v for k, v in stage.items() if k != "cmd"}}
+    return _stage("python -m crossmodal params", [{"params.yaml": None}], stage_code("params"), [str(paths.PARAMS)])
 
 
 def entry_sections(cfg: Config) -> list[str]:
@@ -73,7 +72,7 @@ def entry_sections(cfg: Config) -> list[str]:
 # ------------------------------------------------------------------------------------------------ stages
 
 
-def _stage(cmd: str, params: list[str], deps: list, outs: list, metrics: list | None = None,
+def _stage(cmd: str, params: list, deps: list, outs: list, metrics: list | None = None,
            wdir: str | None = None) -> dict:
     stage = {"cmd": cmd}
     if wdir:
