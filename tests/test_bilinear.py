@@ -194,3 +194,30 @@ def test_learns_a_word_object_pairing():
         pooled = ban(words, objects, torch.ones(512, 3, dtype=torch.bool), torch.ones(512, 4, dtype=torch.bool)).pooled
     accuracy = (classifier(pooled).argmax(1) == answer).float().mean().item()
     assert accuracy > 0.9, accuracy  # chance is 0.25; with the maps held uniform it reaches about 0.57
+
+
+@pytest.mark.parametrize("kind", ["coattention", "unitary"])
+def test_coattention_and_unitary_maps_are_separate_distributions_by_loops(kind):
+    """Co-attention: 𝒜 = β αᵀ, a softmax over the objects (guided by the mean word feature) times one over the words
+    (guided by the mean object feature); unitary attention: the same β with the real words weighted evenly."""
+    words, objects, _ = _inputs(seed=2)
+    attention = BilinearAttentionMap(4, 5, hidden_dim=2, glimpses=2, attention=kind).double().eval()
+    maps, logits = attention(words, objects, WORD_MASK, OBJECT_MASK)
+    p = attention.p_scale * attention.p_direction / attention.p_direction.norm()
+    for b in range(2):
+        words_real = [i for i in range(3) if WORD_MASK[b, i]]
+        objects_real = [j for j in range(4) if OBJECT_MASK[b, j]]
+        x = {i: _fc(attention.words, words[b, i]) for i in words_real}
+        y = {j: _fc(attention.objects, objects[b, j]) for j in objects_real}
+        x_bar, y_bar = sum(x.values()) / len(x), sum(y.values()) / len(y)
+        for g in range(2):
+            beta = torch.softmax(torch.stack([p[g] @ (x_bar * y[j]) for j in objects_real]), 0)
+            alpha = torch.softmax(torch.stack([p[g] @ (x[i] * y_bar) for i in words_real]), 0) \
+                if kind == "coattention" else torch.full((len(words_real),), 1 / len(words_real), dtype=torch.float64)
+            for a, j in enumerate(objects_real):
+                for c, i in enumerate(words_real):
+                    torch.testing.assert_close(maps[b, g, j, i], beta[a] * alpha[c])
+            assert torch.all(maps[b, g][~OBJECT_MASK[b]] == 0) and torch.all(maps[b, g][:, ~WORD_MASK[b]] == 0)
+    assert torch.isinf(logits[1, :, 3]).all() and torch.isinf(logits[1, :, :, 2]).all()
+    with pytest.raises(ValueError, match="attention must be one of"):
+        BilinearAttentionMap(4, 5, hidden_dim=2, attention="co")

@@ -105,12 +105,13 @@ def test_every_stage_lists_exactly_the_keys_its_configuration_takes(profile):
         else:
             untestable.append(".".join(path))
     # `seeds` adds or removes copies (test_more_seeds_add_stages_and_rerun_none); an SCST entry's count cannot
-    # change alone (its init needs as many), nor can a count whose copies an ensemble names
-    assert {p.split(".")[-1] for p in untestable} <= {"objective", "seeds"}, untestable
+    # change alone (its init needs as many), nor can a count whose copies an ensemble names; a system's `task` cannot
+    # change alone either (a VQA system has no caption vocabulary)
+    assert {p.split(".")[-1] for p in untestable} <= {"objective", "seeds", "task"}, untestable
     stages = {path.stem: keys for path, keys in pipelines.param_lists(cfg).items()}  # each stage's values file
     for name, keys in derived.items():
         listed = {".".join(leaf) for p in stages[name] if p not in pipelines.SHARED_PARAMS
-                  and not p.startswith("vocabularies.") and not p.endswith((".objective", ".members"))
+                  and not p.startswith("vocabularies.") and not p.endswith((".objective", ".task", ".members"))
                   for leaf in _expand(data, tuple(p.split(".")))}  # a mapping stands for each of its values
         assert listed == keys, (name, "missing:", sorted(keys - listed), "superfluous:", sorted(listed - keys))
 

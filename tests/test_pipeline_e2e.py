@@ -36,7 +36,13 @@ TINY = {
     "vocabularies": {"min5": {"min_word_count": 2}, "min6": {"min_word_count": 2}},
     "grid": {"size": 3},
     "attributes": {"words": 12, "top_k": 4, "hidden_dim": 16, "epochs": 1},
+    "vqa": {"world": {"questions_per_image": 3}, "min_answer_count": 2},
+    "word_vectors": {"dim": 16, "epochs": 2},
 }
+TINY_BAN = {"model_args": {"embed_dim": 16, "hidden_dim": 16, "glimpses": 2, "word_vectors": True, "counter": True},
+            "train": {"max_epochs": 1, "patience": 0, "batch_size": 32}}
+TINY_GROUNDING = {"model_args": {"embed_dim": 16, "hidden_dim": 16, "word_vectors": True},
+                  "train": {"max_epochs": 1, "patience": 0, "batch_size": 32}}
 TINY_ETA_TRAIN = {"max_epochs": 1, "patience": 0, "batch_size": 10}
 TINY_UPDOWN_ARGS = {"embed_dim": 32, "hidden_dim": 32, "att_hidden_dim": 32}
 TINY_UPDOWN_TRAIN = {"max_epochs": 6, "patience": 0, "batch_size": 10, "lr": 0.01, "step_size": 100}  # fixed epochs
@@ -119,6 +125,10 @@ def tiny_params(params: dict) -> dict:
         "eta": {**eta, "inputs": {"regions": "grid", "attributes": "attributes"}},  # Table 4's ETA
         "transformer_s": {"of": "eta", "model_args": {"mode": "semantic"}, "inputs": {"attributes": "attributes"}}},
         "ensembles": {"eta_and_ts": {"members": ["eta", "transformer_s"]}}}
+    ban = _merge(params["ban"]["recipes"]["ban_vqa"], TINY_BAN)  # BAN-Glove-Counter: VQA, word vectors, counter
+    grounding = _merge(params["ban"]["recipes"]["ban_flickr_recipe"], TINY_GROUNDING)  # BAN on the grounding world
+    params["ban"] = {"tables": ["ban_testdev", "ban_flickr_recall"],
+                     "systems": {"ban_8_glove_counter": ban, "ban_flickr": grounding}}
     return _merge(params, TINY)
 
 
@@ -242,6 +252,24 @@ def test_eta_reads_the_detected_attributes_and_fuses_with_another_model(repo):
     assert json.loads((repo / "reports/metrics/eta.json").read_text())["stopped_by"]
     table = (repo / "reports/tables/eta_table2.md").read_text()
     assert f"{100 * json.loads((repo / 'reports/metrics/eta.json').read_text())['test']['CIDEr']:.1f}" in table
+
+
+def test_ban_answers_the_vqa_worlds_questions_through_the_shared_trainer(repo):
+    metrics = json.loads((repo / "reports/metrics/ban_8_glove_counter.json").read_text())
+    assert metrics["task"] == "vqa" and set(metrics["test"]) <= {"overall", "yes/no", "number", "other"}
+    assert 0 < metrics["test"]["overall"] <= 1 and len(metrics["history"]) == 1
+    test_questions = json.loads((repo / "data/raw/vqa_world/v2_OpenEnded_mscoco_test-dev2015_questions.json")
+                                .read_text())["questions"]
+    results = json.loads((repo / "data/predictions/ban_8_glove_counter/"
+                          "vqa_OpenEnded_mscoco_test-dev2015_ban_8_glove_counter_results.json").read_text())
+    assert sorted(r["question_id"] for r in results) == sorted(q["question_id"] for q in test_questions)
+    table = (repo / "reports/tables/ban_testdev.md").read_text()
+    assert f"{100 * metrics['test']['overall']:.2f}" in table and "VQA 2.0" in table
+    assert (repo / "data/features/word_vectors.txt").read_text().split("\n", 1)[0].count(" ") == 16
+    grounding = json.loads((repo / "reports/metrics/ban_flickr.json").read_text())
+    assert grounding["task"] == "grounding" and {"R@1", "R@5", "R@10"} <= set(grounding["test"])
+    assert 0 <= grounding["test"]["R@1"] <= grounding["test"]["R@5"] <= grounding["test"]["R@10"] <= 1
+    assert f"{100 * grounding['test']['R@1']:.1f}" in (repo / "reports/tables/ban_flickr_recall.md").read_text()
 
 
 def test_reseeded_members_and_their_ensemble(repo):

@@ -249,8 +249,10 @@ def test_missing_metric_in_metrics_file_is_an_input_error(tmp_path, metrics_dir)
 
 # ---------------------------------------------------------------- the transcribed tables
 
-TABLE_IDS = ["aoanet_offline", "aoanet_online", "eta_table1", "eta_table2", "eta_table3", "eta_table4", "eta_table5",
-             "eta_table6", "xlan_table1", "xlan_table2", "xlan_table3"]
+TABLE_IDS = ["aoanet_offline", "aoanet_online", "ban_coattention", "ban_counting", "ban_flickr_recall",
+             "ban_flickr_types", "ban_glimpses", "ban_residual", "ban_testdev", "eta_table1", "eta_table2", "eta_table3",
+             "eta_table4", "eta_table5", "eta_table6", "xlan_table1", "xlan_table2", "xlan_table3"]
+DATASETS = {"ban_flickr_recall": "Flickr30k Entities", "ban_flickr_types": "Flickr30k Entities"}
 ONLINE = ["BLEU-1", "BLEU-2", "BLEU-3", "BLEU-4", "METEOR", "ROUGE-L", "CIDEr"]
 
 
@@ -272,7 +274,8 @@ def test_every_paper_table_loads():
     tables = load_tables(TABLE_IDS)
     assert sorted(p.stem for p in PAPER_TABLES.glob("*.yaml")) == TABLE_IDS
     for t in tables:
-        assert t.dataset == "COCO" and t.unit == "%" and t.scale == 100
+        expected = DATASETS.get(t.id, "VQA 2.0" if t.id.startswith("ban_") else "COCO")
+        assert t.dataset == expected and t.unit == "%" and t.scale == 100
         for row in t.rows:  # every variant row names its variant(s); cited rows name none
             assert row.cited != bool(row.variants())
             if t.column_groups and isinstance(row.variant, dict):
@@ -582,7 +585,10 @@ def test_build_all_transcribed_tables(tmp_path, metrics_dir):
     assert counts == {  # reproduced / server only / pending / cited: the Up-Down row of each table is ours
         "aoanet_offline": (1, 0, 3, 4), "aoanet_online": (0, 1, 2, 4), "eta_table1": (1, 0, 3, 3),
         "eta_table2": (0, 0, 4, 6), "eta_table3": (0, 1, 2, 3), "eta_table4": (0, 0, 7, 0), "eta_table5": (0, 0, 7, 0),
-        "eta_table6": (0, 0, 4, 0), "xlan_table1": (1, 0, 8, 11), "xlan_table2": (0, 1, 3, 7), "xlan_table3": (1, 0, 6, 0)}
+        "eta_table6": (0, 0, 4, 0), "xlan_table1": (1, 0, 8, 11), "xlan_table2": (0, 1, 3, 7), "xlan_table3": (1, 0, 6, 0),
+        "ban_glimpses": (0, 0, 5, 1), "ban_residual": (0, 0, 3, 0), "ban_coattention": (0, 0, 3, 0),
+        "ban_counting": (0, 0, 2, 1), "ban_testdev": (0, 0, 3, 6), "ban_flickr_recall": (0, 0, 1, 8),
+        "ban_flickr_types": (0, 0, 1, 4)}
     summary = json.loads((out / summary_name("paper")).read_text())
     assert [sorted(e) for e in summary] == [["cited", "id", "paper", "pending", "reproduced", "server_only", "table"]] * len(TABLE_IDS)
     xlan2 = (out / "xlan_table2.md").read_text()
@@ -617,6 +623,13 @@ def test_build_all_transcribed_tables(tmp_path, metrics_dir):
     ("eta_table4", 42, 0, 2026.0),
     ("eta_table5", 42, 0, 2424.2),
     ("eta_table6", 24, 0, 1288.2),
+    ("ban_glimpses", 6, 0, 392.2),  # BAN's slides (shared/papers/004), lines 232-320
+    ("ban_residual", 3, 0, 195.3),
+    ("ban_coattention", 3, 0, 194.7),
+    ("ban_counting", 2, 1, 105.7),
+    ("ban_testdev", 9, 0, 541.0),
+    ("ban_flickr_recall", 18, 9, 1053.0),
+    ("ban_flickr_types", 40, 0, 2181.9),
 ])
 def test_transcription_fingerprint(table_id, numbers, nulls, total):
     """Every printed number is transcribed: a mistyped, dropped or invented cell changes one of these."""
@@ -781,3 +794,4 @@ def test_the_status_names_consecutive_tables_as_a_range():
     assert _table_labels(["Table 1", "Table 3", "Table 4"]) == "Table 1, Table 3, Table 4"
     assert _table_labels(["Fig. 5", "Fig. 6"]) == "Fig. 5, Fig. 6"
     assert _table_labels(["Table 1", "Table 2"]) == "Table 1, Table 2"
+    assert _table_labels(["Slide 'Residual Learning'", "Slide 'Flickr30k Entities Recall@1,5,10'"]) == "slides"

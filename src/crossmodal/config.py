@@ -172,6 +172,74 @@ class AttributesConfig:
 
 
 @dataclass(frozen=True)
+class VqaWorldSettings:
+    """The VQA world over the image world's scenes (stage synthesize_vqa; worlds/vqa_world.py): questions per
+    image, and the model of annotator disagreement: per answer type the mean chance that one annotator answers
+    right, the Beta concentration of a question's difficulty, and the share of loosely written answers."""
+
+    seed: int = 0
+    questions_per_image: int = 6
+    accuracy: dict[str, float] = field(default_factory=lambda: {"yes/no": 0.9, "number": 0.75, "other": 0.8})
+    concentration: float = 4.0
+    loose_answers: float = 0.05
+
+
+@dataclass(frozen=True)
+class VqaConfig:
+    """VQA data (stages synthesize_vqa and prepro_vqa): the world, and BAN's preprocessing: answers that are the
+    majority answer of at least `min_answer_count` train + val questions (9 on VQA v2: 3,129 answers), questions
+    cut to `question_length` tokens (14)."""
+
+    world: VqaWorldSettings = field(default_factory=VqaWorldSettings)
+    min_answer_count: int = 9
+    question_length: int = 14
+
+    def __post_init__(self) -> None:
+        if self.min_answer_count < 1 or self.question_length < 1:
+            raise ValueError("min_answer_count and question_length must be >= 1")
+
+
+@dataclass(frozen=True)
+class GroundingWorldSettings:
+    """The grounding world over the image world's scenes (stage synthesize_grounding; worlds/grounding_world.py,
+    `GroundingWorldConfig`): its seed and the sentences of each image (Flickr30k Entities: five)."""
+
+    seed: int = 0
+    sentences_per_image: int = 5
+
+
+@dataclass(frozen=True)
+class GroundingConfig:
+    """Phrase-grounding data (stages synthesize_grounding and prepro_grounding): the world, and BAN's preprocessing:
+    sentences cut to `sentence_length` tokens (the official `max_length`, 82)."""
+
+    world: GroundingWorldSettings = field(default_factory=GroundingWorldSettings)
+    sentence_length: int = 82
+
+    def __post_init__(self) -> None:
+        if self.sentence_length < 1 or self.world.sentences_per_image < 1:
+            raise ValueError("sentence_length and world.sentences_per_image must be >= 1")
+
+
+@dataclass(frozen=True)
+class WordVectorsConfig:
+    """Word vectors (stage word_vectors, features/word_vectors.py): on the synthetic profile skip-gram vectors
+    trained on the worlds' text (captions and questions) in GloVe's role; under the real profile the published
+    GloVe file `glove_file` of dataset `glove`, restricted to the words the questions use."""
+
+    dim: int = 300
+    epochs: int = 10
+    window: int = 5
+    negative: int = 5
+    seed: int = 0
+    glove_file: str = "glove.6B.300d.txt"
+
+    def __post_init__(self) -> None:
+        if min(self.dim, self.epochs, self.window, self.negative) < 1:
+            raise ValueError("dim, epochs, window and negative must be >= 1")
+
+
+@dataclass(frozen=True)
 class CaptionsConfig:
     """One vocabulary convention: words seen at least `min_word_count` times in training, captions cut to
     `max_length` words (params.yaml `vocabularies`, one processed caption set each)."""
@@ -235,6 +303,10 @@ class ScheduledSamplingConfig:
     max_prob: float = 0.25
 
 
+SCHEDULES = ("step", "noam", "plateau", "constant", "warmup_step")
+OPTIMIZERS = ("adam", "adamw", "sgd", "adamax")
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     seed: int = 0
@@ -247,7 +319,7 @@ class TrainConfig:
     lr: float = 5e-4
     betas: tuple[float, float] = (0.9, 0.999)
     weight_decay: float = 0.0
-    schedule: str = "step"  # step | noam | plateau | constant
+    schedule: str = "step"  # step | noam | plateau | constant | warmup_step (training/schedules.py)
     step_size: int = 3  # step: decay every this many epochs
     gamma: float = 0.8  # step and plateau: decay factor
     plateau_patience: int = 3  # plateau: lr *= gamma after more than this many epochs in a row without a better
@@ -259,15 +331,16 @@ class TrainConfig:
     grad_clip_mode: str = "value"  # value | norm
     label_smoothing: float = 0.0
     scheduled_sampling: ScheduledSamplingConfig = field(default_factory=ScheduledSamplingConfig)
+    decay_start: int = 10  # warmup_step: the first epoch of the decay (BAN: x gamma every step_size epochs from 10)
     samples_per_image: int = 5  # SCST: multinomial samples per image
     scst_baseline: str = "greedy"  # SCST: what a sample's reward is measured against: greedy (the greedy caption's
     # CIDEr-D, Rennie et al.) | mean (the mean CIDEr-D of the image's other samples, Luo 2020)
 
     def __post_init__(self) -> None:
-        if self.schedule not in ("step", "noam", "plateau", "constant"):
-            raise ValueError(f"schedule must be step, noam, plateau or constant, not {self.schedule!r}")
-        if self.optimizer not in ("adam", "adamw", "sgd"):
-            raise ValueError(f"optimizer must be adam, adamw or sgd, not {self.optimizer!r}")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {', '.join(SCHEDULES)}, not {self.schedule!r}")
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, not {self.optimizer!r}")
         if self.scst_baseline not in ("greedy", "mean"):
             raise ValueError(f"scst_baseline must be greedy or mean, not {self.scst_baseline!r}")
         if self.scst_baseline == "mean" and self.samples_per_image < 2:
@@ -281,7 +354,7 @@ class TrainConfig:
 
 
 OBJECTIVES = ("xe", "scst")
-TASKS = ("captioning",)
+TASKS = ("captioning", "vqa", "grounding")  # a module of tasks/ each
 
 
 @dataclass(frozen=True)
@@ -310,8 +383,13 @@ class SystemConfig:
             raise ValueError(f"task must be one of {', '.join(TASKS)}, not {self.task!r}")
         if self.objective == "scst" and self.init is None:
             raise ValueError("an scst system needs `init`, the cross-entropy system it continues")
-        if self.objective == "xe" and (self.model is None or self.vocabulary is None or self.init is not None):
-            raise ValueError("a cross-entropy system needs `model` and `vocabulary` (and no `init`)")
+        if self.objective == "xe" and (self.model is None or self.init is not None):
+            raise ValueError("a cross-entropy system needs `model` (and no `init`)")
+        if self.objective == "xe" and self.task == "captioning" and self.vocabulary is None:
+            raise ValueError("a captioning system needs `vocabulary`")
+        if self.task != "captioning" and (self.objective != "xe" or self.vocabulary is not None):
+            raise ValueError(f"a {self.task} system trains by cross-entropy (`objective: xe`) on its task's own "
+                             "data: no `vocabulary`")
 
 
 @dataclass(frozen=True)
@@ -424,6 +502,9 @@ class Config:
     regions: RegionsConfig = field(default_factory=RegionsConfig)
     grid: GridConfig = field(default_factory=GridConfig)
     attributes: AttributesConfig = field(default_factory=AttributesConfig)
+    vqa: VqaConfig = field(default_factory=VqaConfig)
+    grounding: GroundingConfig = field(default_factory=GroundingConfig)
+    word_vectors: WordVectorsConfig = field(default_factory=WordVectorsConfig)
     vocabularies: dict[str, CaptionsConfig] = field(default_factory=lambda: {"min5": CaptionsConfig()})
     evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
     compute: ComputeConfig = field(default_factory=ComputeConfig)
@@ -480,7 +561,7 @@ class Config:
                     copy = f" (a seed copy of '{self.where(name.rpartition('_seed')[0])}.{SEEDS_KEY}' continues "\
                         "the same seed of its init, which needs as many seeds)" if name in self._copies else ""
                     raise ValueError(f"'{where}.init' is {system.init!r}, not a cross-entropy system{copy}")
-            elif system.vocabulary not in self.vocabularies:
+            elif system.task == "captioning" and system.vocabulary not in self.vocabularies:
                 raise ValueError(f"'{where}.vocabulary' is {system.vocabulary!r}, not a key of vocabularies "
                                  f"({', '.join(sorted(self.vocabularies))})")
         for name, ensemble in self.ensembles().items():
@@ -490,6 +571,10 @@ class Config:
                 raise ValueError(f"'{where}.members': {unknown[0]!r} is not a trained system")
             if len({self.model_of(m).vocabulary for m in ensemble.members}) > 1:
                 raise ValueError(f"'{where}.members' must share one vocabulary")
+            other = [m for m in ensemble.members if self._systems[m].task != "captioning"]
+            if other:
+                raise ValueError(f"'{where}.members': {other[0]!r} is a {self._systems[other[0]].task} system; "
+                                 "ensembles decode captions")
             fed = [(n, s) for m in ensemble.members for n, s in self.model_of(m).inputs.items()]
             if len(dict(fed)) < len(set(fed)):
                 raise ValueError(f"'{where}.members' feed one named input from different feature sets")

@@ -120,6 +120,13 @@ def spine_stages(cfg: Config) -> dict:
             [world, raw / "karpathy", paths.BACKBONE, paths.vocabulary(cfg.attributes.vocabulary),
              *stage_code("train_attributes")],
             [str(paths.features(s)) for s in ATTRIBUTE_SETS], [paths.METRICS / "attributes.json"])
+    tasks = {system.task for system in cfg.systems().values()}
+    if "vqa" in tasks:
+        stages.update(vqa_stages())
+    if "grounding" in tasks:
+        stages.update(grounding_stages())
+    if any(cfg.model_of(n).model_args.get("word_vectors") for n in cfg.systems()):
+        stages["word_vectors"] = word_vectors_stage(tasks)
     stages["reference_points"] = _stage(
         "python -m crossmodal reference-points", ["profile"],
         [world, raw / "karpathy", paths.CAPTIONS / "references", *stage_code("reference_points")], [],
@@ -147,6 +154,37 @@ def spine_stages(cfg: Config) -> dict:
     return stages
 
 
+def vqa_stages() -> dict:
+    """The VQA world and BAN's preprocessing of VQA v2 files."""
+    world, vqa_world = str(paths.WORLD), str(paths.VQA_WORLD)
+    return {
+        "synthesize_vqa": _stage("python -m crossmodal synthesize-vqa", ["profile", "vqa.world"],
+                                 [world, *stage_code("synthesize_vqa")], [vqa_world]),
+        "prepro_vqa": _stage("python -m crossmodal prepro-vqa", ["profile", "vqa.min_answer_count",
+                                                                  "vqa.question_length"],
+                             [vqa_world, paths.raw("vqa_v2"), *stage_code("prepro_vqa")], [str(paths.VQA)])}
+
+
+def grounding_stages() -> dict:
+    """The grounding world and BAN's preprocessing of Flickr30k Entities files."""
+    world, grounding_world = str(paths.WORLD), str(paths.GROUNDING_WORLD)
+    return {
+        "synthesize_grounding": _stage("python -m crossmodal synthesize-grounding", ["profile", "grounding.world"],
+                                       [world, *stage_code("synthesize_grounding")], [grounding_world]),
+        "prepro_grounding": _stage("python -m crossmodal prepro-grounding", ["profile", "grounding.sentence_length"],
+                                   [grounding_world, paths.raw("flickr30k_entities"), *stage_code("prepro_grounding")],
+                                   [str(paths.GROUNDING)])}
+
+
+def word_vectors_stage(tasks: set[str]) -> dict:
+    """The word vectors BAN-Glove starts from: trained on the training text of the image world and of the worlds of
+    `tasks` (their processed word lists restrict GloVe under the real profile)."""
+    text = {"vqa": [paths.VQA_WORLD, paths.VQA], "grounding": [paths.GROUNDING_WORLD, paths.GROUNDING]}
+    return _stage("python -m crossmodal word-vectors", ["profile", "word_vectors"],
+                  [paths.WORLD, *(p for task in sorted(tasks) for p in text.get(task, [])), paths.raw("glove"),
+                   *stage_code("word_vectors")], [str(paths.WORD_VECTORS)])
+
+
 SHARED_PARAMS = ["profile", "evaluation", "compute"]  # the sections every training and decoding stage reads whole
 
 
@@ -154,7 +192,8 @@ def system_params(cfg: Config, name: str) -> list[str]:
     """The params a system's stage reads: the shared sections that can change results, its vocabulary, and each
     value of its resolved configuration at the key path that states it (`Config.sources`), so that a recipe's
     key that the system overrides never reruns it."""
-    return [*SHARED_PARAMS, f"vocabularies.{cfg.model_of(name).vocabulary}", *grouped(cfg, cfg.sources(name))]
+    vocabulary = cfg.model_of(name).vocabulary
+    return [*SHARED_PARAMS, *([f"vocabularies.{vocabulary}"] if vocabulary else []), *grouped(cfg, cfg.sources(name))]
 
 
 def _value_counts(tree, where: str, out: dict[str, int]) -> int:
@@ -190,9 +229,21 @@ def grouped(cfg: Config, paths: list[str]) -> list[str]:
 
 
 def _model_data(cfg: Config, name: str) -> list:
-    """What feeds a system's network: its vocabulary's processed captions and its inputs' feature sets."""
-    model = cfg.model_of(name)
-    return [paths.vocabulary(model.vocabulary), *CAPTION_DATA, *(paths.features(s) for s in model.inputs.values())]
+    """What feeds a system's network: its task's processed data (a captioner: its vocabulary's captions) and its
+    inputs' feature sets."""
+    model, features = cfg.model_of(name), [paths.features(s) for s in cfg.model_of(name).inputs.values()]
+    if cfg.systems()[name].task == "vqa":  # its questions, the test-dev answers (server/), maybe word vectors
+        return [paths.VQA, paths.VQA_WORLD, *features,
+                *([paths.WORD_VECTORS] if model.model_args.get("word_vectors") else [])]
+    if cfg.systems()[name].task == "grounding":  # its sentences, phrases and boxes, maybe word vectors
+        return [paths.GROUNDING, *features, *([paths.WORD_VECTORS] if model.model_args.get("word_vectors") else [])]
+    return [paths.vocabulary(model.vocabulary), *CAPTION_DATA, *features]
+
+
+def objective_module(system) -> list[str]:
+    """The objective module a captioning system's task loads by name (training/xe.py, training/scst.py); the other
+    tasks have their loss in their own module."""
+    return [f"training.{system.objective}"] if system.task == "captioning" else []
 
 
 def _system_outs(name: str) -> tuple[list, list]:
@@ -204,7 +255,7 @@ def paper_stages(cfg: Config, paper: str) -> dict:
     for name in section.systems:
         system, model = systems[name], cfg.model_of(name)
         deps = [*_model_data(cfg, name), *([paths.MODELS / system.init] if system.init else []),
-                *stage_code("train", f"tasks.{system.task}", f"training.{system.objective}", f"models.{model.model}")]
+                *stage_code("train", f"tasks.{system.task}", *objective_module(system), f"models.{model.model}")]
         stages[name] = _stage(f"python -m crossmodal train --system {name}", system_params(cfg, name), deps,
                               *_system_outs(name), wdir="../..")
     for name, ensemble in section.ensembles.items():
@@ -281,7 +332,8 @@ def expected_files(cfg: Config) -> dict[Path, str]:
     _param_values_files(spine, papers)
     from .reports.figures import dvc_plot_definitions
 
-    trained = {paper: [n for n in cfg.systems() if cfg.paper_of(n) == paper] for paper in PAPERS}
+    trained = {paper: [n for n in cfg.systems() if cfg.paper_of(n) == paper and cfg.systems()[n].task == "captioning"]
+               for paper in PAPERS}  # the captioners' curves (reports/figures.py: `dvc plots` draws val_CIDEr)
     files = {Path("dvc.yaml"): render(spine, "Shared stages (code closures, params values, data, features, "
                                              "reference points) and the index of every paper's tables; `dvc plots "
                                              "show` draws the training curves.", dvc_plot_definitions(trained))}

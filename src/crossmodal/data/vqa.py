@@ -233,3 +233,65 @@ def target_matrix(questions: Sequence[VqaQuestion], answers: Sequence[str]) -> n
         for answer, score in soft_scores(question.annotation.answers, column).items():
             targets[row, column[answer]] = score
     return targets
+
+
+# --- the processed arrays (stage prepro_vqa) -------------------------------------------------------
+
+SPLIT_SUBTYPES = {"train": "train2014", "val": "val2014", "test": "test-dev2015"}  # our split -> VQA v2's
+
+
+def questions_file(folder: Path, split: str) -> Path:
+    return folder / f"v2_OpenEnded_mscoco_{SPLIT_SUBTYPES[split]}_questions.json"
+
+
+def annotations_file(folder: Path, split: str) -> Path:
+    """VQA v2's annotations of a split; test-dev's are the evaluation server's copy (`server/`)."""
+    name = f"v2_mscoco_{SPLIT_SUBTYPES[split]}_annotations.json"
+    return folder / "server" / name if split == "test" else folder / name
+
+
+@dataclass(frozen=True)
+class VqaSplit:
+    """One split as arrays: question and image ids [Q], question tokens [Q, L] (back-padded), and the soft
+    targets [Q, A] (None on test-dev, whose answers stay with the server)."""
+
+    question_ids: np.ndarray
+    image_ids: np.ndarray
+    tokens: np.ndarray
+    targets: np.ndarray | None
+
+
+def preprocess_vqa(source: Path, out: Path, min_answer_count: int, question_length: int) -> dict:
+    """Read VQA v2 files from `source` (train and val with annotations, test-dev questions only) and write `out`:
+    `answers.json` (BAN's answer vocabulary over train + val), `words.json` (the question words of every split)
+    and `<split>.npz` per split. Returns a summary (questions per split, answers, words)."""
+    from ..io import atomic_path, write_json
+
+    splits = {split: read_vqa(questions_file(source, split),
+                              None if split == "test" else annotations_file(source, split)) for split in SPLIT_SUBTYPES}
+    answers = answer_vocabulary([q.annotation for s in ("train", "val") for q in splits[s]], min_answer_count)
+    if not answers:
+        raise InputError(f"{source}: no answer is the majority answer of {min_answer_count} questions "
+                         "(lower vqa.min_answer_count)")
+    words = question_words([q for questions in splits.values() for q in questions])
+    with atomic_path(out) as tmp:
+        tmp.mkdir(parents=True)
+        write_json(tmp / "answers.json", answers)
+        write_json(tmp / "words.json", words)
+        for split, questions in splits.items():
+            tokens, _ = encode_questions(questions, words, question_length)
+            arrays = {"question_ids": np.array([q.question_id for q in questions], np.int64),
+                      "image_ids": np.array([q.image_id for q in questions], np.int64), "tokens": tokens}
+            if split != "test":
+                arrays["targets"] = target_matrix(questions, answers)
+            np.savez(tmp / f"{split}.npz", **arrays)
+    return {"questions": {s: len(q) for s, q in splits.items()}, "answers": len(answers), "words": len(words)}
+
+
+def load_vqa_split(folder: Path, split: str) -> VqaSplit:
+    path = folder / f"{split}.npz"
+    if not path.is_file():
+        raise InputError(f"missing file: {path} (run `dvc repro prepro_vqa` first)")
+    with np.load(path) as data:
+        return VqaSplit(data["question_ids"], data["image_ids"], data["tokens"],
+                        data["targets"] if "targets" in data else None)

@@ -24,7 +24,8 @@ ranks a phrase's objects by logit (Recall@k: the grounding task's part). Padded 
 -inf (the official code writes -99). Left out: the official option "s", which appends the boxes' coordinates to the
 object features.
 
-Not a `Captioner`: this file defines no `MODEL`, so the captioning model registry does not list it.
+Not a `Captioner`: the registry finds the networks by task (`MODELS`: `vqa`, `grounding`). `word_vectors: true`
+(BAN-Glove) has the VQA task initialise the word embedding from the stage word_vectors' file.
 
 Sizes: the paper's BAN-8 is 1280 hidden units, 8 glimpses, rank 3 in the maps; dropout 0.2 before every
 weight-normed layer and 0.5 on the objects in the maps and in the classifier, as the official code.
@@ -38,7 +39,8 @@ import torch
 from torch import nn
 
 from ..features.word_vectors import initialise_embedding
-from ..modules.bilinear import FUSIONS, BANOutput, BilinearAttentionMap, BilinearAttentionNetwork, WeightNormLinear
+from ..modules.bilinear import (ATTENTIONS, FUSIONS, BANOutput, BilinearAttentionMap, BilinearAttentionNetwork,
+                                WeightNormLinear)
 from ..modules.counter import Counter
 
 
@@ -49,17 +51,21 @@ class BANArgs:
     glimpses: int = 8
     attention_rank: int = 3
     fusion: str = "residual"  # residual (eq. 10) | sum | concat: the residual-learning table's rows
+    attention: str = "bilinear"  # bilinear | coattention | unitary: the co-attention table's rows (modules/bilinear.py)
     counter: bool = False
     count_objects: int = 10  # the counter's top-K objects
     dropout: float = 0.2
     map_dropout: float = 0.5
     classifier_dropout: float = 0.5
+    word_vectors: bool = False  # BAN-Glove: the embedding starts from the word vectors (the task loads them)
 
     def __post_init__(self) -> None:
         if min(self.embed_dim, self.hidden_dim, self.glimpses, self.attention_rank, self.count_objects) < 1:
             raise ValueError("embed_dim, hidden_dim, glimpses, attention_rank and count_objects must be >= 1")
         if self.fusion not in FUSIONS:
             raise ValueError(f"fusion must be one of {', '.join(FUSIONS)}, not {self.fusion!r}")
+        if self.attention not in ATTENTIONS:
+            raise ValueError(f"attention must be one of {', '.join(ATTENTIONS)}, not {self.attention!r}")
 
 
 class BanVqa(nn.Module):
@@ -74,7 +80,7 @@ class BanVqa(nn.Module):
         self.question = nn.GRU(args.embed_dim, n, batch_first=True)
         counter = Counter(objects=args.count_objects) if args.counter else None
         self.ban = BilinearAttentionNetwork(n, input_dims["regions"], n, args.glimpses, counter, args.attention_rank,
-                                            args.dropout, args.map_dropout, args.fusion)
+                                            args.dropout, args.map_dropout, args.fusion, args.attention)
         width = n * args.glimpses if args.fusion == "concat" else n
         self.classifier = nn.Sequential(WeightNormLinear(width, 2 * n), nn.ReLU(), nn.Dropout(args.classifier_dropout),
                                         WeightNormLinear(2 * n, answers))
@@ -128,3 +134,6 @@ class BanGrounding(nn.Module):
         phrase_mask = inputs["phrases"].mask
         _, logits = self.attention(self.phrase_states(inputs), regions, phrase_mask, region_mask)  # [B, 1, φ, E]
         return logits[:, 0].transpose(1, 2)
+
+
+MODELS = {"vqa": BanVqa, "grounding": BanGrounding}

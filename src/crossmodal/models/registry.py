@@ -1,6 +1,7 @@
-"""Model registry: the `model:` name of a system in params.yaml -> its captioner class, one module per model.
+"""Model registry: the `model:` name of a system in params.yaml -> its network class, one module per model.
 
-`model: <name>` is the module `crossmodal.models.<name>`, which defines `MODEL = <its Captioner class>`. Modules
+`model: <name>` is the module `crossmodal.models.<name>`, which defines `MODEL = <its Captioner class>` for the
+captioning task, or `MODELS = {<task>: <class>}` for others (BAN: a VQA and a grounding network). Modules
 are imported only when a system names them (`importlib.import_module`), never here at import time, so adding a
 model file changes no other module's import closure (and so reruns no pipeline stage of another model). The
 available names are found without importing anything: the `models/*.py` files with a module-level `MODEL =`.
@@ -21,7 +22,7 @@ from ..config import build
 from ..io import InputError, load_torch
 from .base import Captioner
 
-_DEFINES_MODEL = re.compile(r"^MODEL\s*=", re.MULTILINE)
+_DEFINES = {True: re.compile(r"^MODEL\s*=", re.MULTILINE), False: re.compile(r"^MODELS\s*=", re.MULTILINE)}
 
 
 class ModelSpec(Protocol):
@@ -34,24 +35,30 @@ class ModelSpec(Protocol):
     def model_args(self) -> Mapping[str, Any]: ...
 
 
-def available_models() -> list[str]:
-    """The model names: modules of this package whose source has a line starting `MODEL =` (read, not imported)."""
+def available_models(task: str = "captioning") -> list[str]:
+    """The model names of a task: modules of this package whose source has a line starting `MODEL =` (captioning)
+    or `MODELS =` (other tasks), read, not imported."""
+    pattern = _DEFINES[task == "captioning"]
     return sorted(path.stem for path in Path(__file__).parent.glob("*.py")
-                  if _DEFINES_MODEL.search(path.read_text(encoding="utf-8")))
+                  if pattern.search(path.read_text(encoding="utf-8")))
 
 
-def _unknown(model_name: str) -> str:
+def _unknown(model_name: str, task: str = "captioning") -> str:
     """'<name>' (did you mean ...?); available models: ..."""
-    names = available_models()
+    names = available_models(task)
     close = difflib.get_close_matches(model_name, names, n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
     return f"{model_name!r}{hint}; available models: {', '.join(names)}"
 
 
-def _find(model_name: str) -> type[Captioner] | None:
-    if model_name not in available_models():  # also keeps names like "base" or "a.b" from being imported
+def _find(model_name: str, task: str = "captioning") -> type | None:
+    if model_name not in available_models(task):  # also keeps names like "base" or "a.b" from being imported
         return None
-    cls = getattr(importlib.import_module(f"{__package__}.{model_name}"), "MODEL", None)
+    module = importlib.import_module(f"{__package__}.{model_name}")
+    if task != "captioning":
+        cls = getattr(module, "MODELS", {}).get(task)
+        return cls if isinstance(cls, type) else None
+    cls = getattr(module, "MODEL", None)
     return cls if isinstance(cls, type) and issubclass(cls, Captioner) else None
 
 
@@ -63,11 +70,12 @@ def model_module(model_name: str) -> str:
     return f"{__package__}.{model_name}"
 
 
-def model_class(model_name: str) -> type[Captioner]:
-    """The class `MODEL` of module crossmodal.models.<model_name>, imported now; InputError when there is none."""
-    cls = _find(model_name)
+def model_class(model_name: str, task: str = "captioning") -> type:
+    """The class of module crossmodal.models.<model_name> for `task` (`MODEL`, or `MODELS[task]`), imported now;
+    InputError when there is none."""
+    cls = _find(model_name, task)
     if cls is None:
-        raise InputError(f"unknown model {_unknown(model_name)}")
+        raise InputError(f"unknown {task} model {_unknown(model_name, task)}")
     return cls
 
 

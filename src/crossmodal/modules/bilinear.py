@@ -38,6 +38,19 @@ Facts from the official code (the paper does not give them):
 - A per-glimpse bias b_g is added to the logits (official `h_bias`). It cancels in the softmax over the grid, so it
   matters only for the counter, which reads the logits; p_g and b_g start from N(0, 1) as in the official code.
 
+The co-attention comparison (the slides' "Comparison with Co-attention": BAN-1 against co-attention and unitary
+attention, parameters controlled). The paper's abstract: "co-attention builds two separate attention distributions
+for each modality neglecting the interaction between multimodal inputs". Our reading, in BAN's own terms (its code
+for these baselines is not public): the same map module and pooling, with logits that do not couple a word with
+an object (`attention`):
+- "coattention": (𝒜_g)_{i,j} logits = p_gᵀ(σ(UᵀX_i) ∘ ȳ) + p_gᵀ(x̄ ∘ σ(VᵀY_j)) + b_g, x̄ and ȳ the means of σ(UᵀX_i)
+  over the real words and of σ(VᵀY_j) over the real objects. A softmax over the grid of a sum of a word term and an
+  object term is the product of a softmax over the words and one over the objects: 𝒜_g = β_g α_gᵀ, two separate
+  distributions, and the pooling f'_k = (Σ_i α_i σ(X_iᵀU'_k))(Σ_j β_j σ(V'_kᵀY_j)) joins the two attended vectors.
+- "unitary": the object term alone, so the words are weighted evenly: attention over the objects guided by the
+  question's mean word feature (MLB-style unitary attention, Kim et al. 2017).
+Same parameters as "bilinear" (p_g and b_g serve both terms).
+
 Choices where the paper and the code are silent or differ:
 - Masks: padded objects AND padded words get logit -inf, hence exactly zero weight in the joint softmax. The
   official code masks only objects (found as all-zero feature rows) and lets the padded question steps (after the
@@ -92,6 +105,15 @@ def fc_layer(in_dim: int, out_dim: int, activation: bool = True, dropout: float 
     return nn.Sequential(*layers, nn.ReLU()) if activation else nn.Sequential(*layers)
 
 
+ATTENTIONS = ("bilinear", "coattention", "unitary")
+
+
+def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """[B, n, D] averaged over the real rows of `mask` [B, n] -> [B, D]."""
+    weights = mask.to(values.dtype).unsqueeze(-1)
+    return (values * weights).sum(1) / weights.sum(1).clamp(min=1)
+
+
 def pair_mask(word_mask: torch.Tensor, object_mask: torch.Tensor) -> torch.Tensor:
     """[B, ρ] and [B, φ] -> [B, 1, φ, ρ]: True where both the object and the word are real."""
     return object_mask[:, None, :, None] & word_mask[:, None, None, :]
@@ -105,8 +127,11 @@ class BilinearAttentionMap(nn.Module):
     """
 
     def __init__(self, word_dim: int, object_dim: int, hidden_dim: int, glimpses: int = 8, attention_rank: int = 3,
-                 dropout: float = 0.2, map_dropout: float = 0.5):
+                 dropout: float = 0.2, map_dropout: float = 0.5, attention: str = "bilinear"):
         super().__init__()
+        if attention not in ATTENTIONS:
+            raise ValueError(f"attention must be one of {', '.join(ATTENTIONS)}, not {attention!r}")
+        self.kind = attention
         width = hidden_dim * attention_rank
         self.glimpses = glimpses
         self.words = fc_layer(word_dim, width, dropout=dropout)  # σ(XᵀU)
@@ -127,9 +152,22 @@ class BilinearAttentionMap(nn.Module):
         y = self.object_dropout(self.objects(objects))
         return torch.einsum("gk,bjk,bik->bgji", self.p, y, x) + self.bias[:, None, None]
 
+    def separate_scores(self, words, objects, word_mask, object_mask) -> torch.Tensor:
+        """Co-attention's and unitary attention's logits (module docstring): a word term plus an object term,
+        [B, G, φ, ρ]; the word term is zero for unitary attention."""
+        x = self.words(words)
+        y = self.object_dropout(self.objects(objects))
+        object_term = torch.einsum("gk,bjk,bk->bgj", self.p, y, masked_mean(x, word_mask)) + self.bias[:, None]
+        if self.kind == "unitary":
+            return object_term.unsqueeze(-1).expand(-1, -1, -1, x.size(1))
+        word_term = torch.einsum("gk,bk,bik->bgi", self.p, masked_mean(y, object_mask), x)
+        return object_term.unsqueeze(-1) + word_term.unsqueeze(-2)
+
     def forward(self, words, objects, word_mask, object_mask):
         mask = pair_mask(word_mask, object_mask)
-        logits = self.scores(words, objects).masked_fill(~mask, float("-inf"))
+        scores = self.scores(words, objects) if self.kind == "bilinear" else \
+            self.separate_scores(words, objects, word_mask, object_mask)
+        logits = scores.masked_fill(~mask, float("-inf"))
         batch, glimpses, n_objects, n_words = logits.shape
         maps = masked_softmax(logits.reshape(batch, glimpses, -1), mask.reshape(batch, 1, -1))
         return maps.view(batch, glimpses, n_objects, n_words), logits
@@ -179,13 +217,13 @@ class BilinearAttentionNetwork(nn.Module):
 
     def __init__(self, word_dim: int, object_dim: int, hidden_dim: int, glimpses: int = 8,
                  counter: Counter | None = None, attention_rank: int = 3, dropout: float = 0.2,
-                 map_dropout: float = 0.5, fusion: str = "residual"):
+                 map_dropout: float = 0.5, fusion: str = "residual", attention: str = "bilinear"):
         super().__init__()
         if fusion not in FUSIONS:
             raise ValueError(f"fusion must be one of {', '.join(FUSIONS)}, not {fusion!r}")
         self.fusion = fusion
         self.attention = BilinearAttentionMap(word_dim, object_dim, hidden_dim, glimpses, attention_rank, dropout,
-                                              map_dropout)
+                                              map_dropout, attention)
         self.pool = nn.ModuleList(BilinearPooling(word_dim, object_dim, hidden_dim, dropout) for _ in range(glimpses))
         self.counter = counter
         if counter is not None:

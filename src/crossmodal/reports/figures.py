@@ -1,5 +1,6 @@
-"""Training curves as figures: per-epoch validation CIDEr-D of every trained system, as static PNGs for the repository
-and as per-epoch data files for `dvc plots show` / `dvc plots diff` (whose HTML needs a CDN; the PNGs do not).
+"""Training curves as figures: per-epoch validation metric (CIDEr-D; BAN's VQA systems: the VQA score) of every
+trained system, as static PNGs for the repository and as per-epoch data files for `dvc plots show` / `dvc plots diff`
+(whose HTML needs a CDN; the PNGs do not; the captioners' only: `dvc plots` draws one field of every file).
 
 Inputs are the metrics files the training stages write (`reports/metrics/<system>.json`): `history` (one row per
 epoch: `epoch`, `train_loss`, `lr`, `val_CIDEr`, and for SCST the rewards `train_CIDEr_sample` and
@@ -43,6 +44,9 @@ from .drawing import png_bytes
 SCALE = 100  # the tables' scale of caption metrics (tasks/captioning.py SCALE; not imported: it pulls in torch)
 METRIC = "val_CIDEr"  # the validation metric the best epoch maximises (tasks/captioning.py Captioning.metric)
 METRIC_LABEL = "validation CIDEr-D (x100)"
+METRICS = {METRIC: ("validation CIDEr-D (x100)", "CIDEr-D (x100)"),  # each task's metric: (axis label, short)
+           "val_score": ("validation VQA score (x100)", "VQA score (x100)"),  # tasks/vqa.py
+           "val_recall": ("validation R@1 (x100)", "R@1 (x100)")}  # tasks/grounding.py
 REWARDS = {"train_CIDEr_sample": "reward: sampled captions", "train_CIDEr_greedy": "reward: greedy (baseline)"}
 LOSS, LR = "train_loss", "lr"
 STOPPED = ("patience", "max_epochs")  # the trainer's `stopped_by` values
@@ -69,6 +73,7 @@ class Curves:
     stopped_by: str | None
     objective: str | None = None
     path: Path | None = field(default=None, compare=False)
+    metric: str = METRIC  # the task's validation metric (a key of METRICS)
 
     @property
     def epochs(self) -> list[int]:
@@ -88,7 +93,7 @@ class Curves:
 
     @property
     def best_value(self) -> float:
-        return self.rows[self.epochs.index(self.best_epoch)][METRIC]
+        return self.rows[self.epochs.index(self.best_epoch)][self.metric]
 
     @property
     def stop_note(self) -> str:
@@ -120,6 +125,8 @@ def read_curves(path: str | os.PathLike, system: str | None = None) -> Curves | 
         raise InputError(f"{path}: 'history' must be a non-empty list of per-epoch rows, found "
                          f"{json.dumps(history)[:60] if not isinstance(history, list) else 'an empty list'}")
     rows, previous = [], 0
+    first = history[0] if isinstance(history[0], dict) else {}
+    metric = next((key for key in METRICS if key in first), METRIC)  # the task's validation metric
     for k, row in enumerate(history):
         where = f"history[{k}]"
         if not isinstance(row, dict):
@@ -129,8 +136,8 @@ def read_curves(path: str | os.PathLike, system: str | None = None) -> Curves | 
             raise InputError(f"{path}: {where} has no integer 'epoch' (found {epoch!r})")
         if epoch <= previous:
             raise InputError(f"{path}: {where}.epoch is {epoch}, not after the previous row's {previous}")
-        if not _number(row.get(METRIC)) or not math.isfinite(row[METRIC]):
-            raise InputError(f"{path}: {where} has no numeric '{METRIC}' (found {row.get(METRIC)!r})")
+        if not _number(row.get(metric)) or not math.isfinite(row[metric]):
+            raise InputError(f"{path}: {where} has no numeric '{metric}' (found {row.get(metric)!r})")
         rows.append({"epoch": epoch, **{key: value for key, value in row.items()
                                         if key != "epoch" and _number(value) and math.isfinite(value)}})
         previous = epoch
@@ -142,7 +149,7 @@ def read_curves(path: str | os.PathLike, system: str | None = None) -> Curves | 
     if stopped is not None and not isinstance(stopped, str):
         raise InputError(f"{path}: 'stopped_by' must be a string ({' or '.join(STOPPED)}), found {stopped!r}")
     objective = data.get("objective") if isinstance(data.get("objective"), str) else None
-    return Curves(system or path.stem, tuple(rows), best, stopped, objective, path)
+    return Curves(system or path.stem, tuple(rows), best, stopped, objective, path, metric)
 
 
 # ---------------------------------------------------------------- what is drawn
@@ -160,7 +167,7 @@ def system_series(curves: Curves) -> dict[str, dict[str, Series]]:
     """What a system's figure draws, by panel: TOP holds the validation metric x100 and, for SCST runs, the two
     rewards x100; BOTTOM the training loss and the learning rate (each when logged). Keyed by the history's keys."""
     x = curves.epochs
-    top = {METRIC: Series(METRIC_LABEL, x, curves.values(METRIC, SCALE))}
+    top = {curves.metric: Series(METRICS[curves.metric][0], x, curves.values(curves.metric, SCALE))}
     if curves.scst:
         top |= {key: Series(label, x, curves.values(key, SCALE)) for key, label in REWARDS.items()}
     bottom = {key: Series(label, x, curves.values(key)) for key, label in ((LOSS, "training loss"),
@@ -181,16 +188,17 @@ def system_figure(curves: Curves) -> Figure:
     series = system_series(curves)
     fig = Figure(figsize=SYSTEM_SIZE, dpi=DPI, layout="constrained")
     top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=[3, 2])
-    colours = {METRIC: "C0", "train_CIDEr_sample": "C1", "train_CIDEr_greedy": "C2", LOSS: "C3", LR: "0.45"}
+    metric = curves.metric
+    colours = {metric: "C0", "train_CIDEr_sample": "C1", "train_CIDEr_greedy": "C2", LOSS: "C3", LR: "0.45"}
     for key, line in series[TOP].items():
-        top.plot(line.x, line.y, marker="o" if key == METRIC else ".", markersize=4 if key == METRIC else 3,
-                 linewidth=2 if key == METRIC else 1.2, color=colours[key], label=line.label, gid=key,
-                 linestyle="-" if key == METRIC else "--")
+        top.plot(line.x, line.y, marker="o" if key == metric else ".", markersize=4 if key == metric else 3,
+                 linewidth=2 if key == metric else 1.2, color=colours[key], label=line.label, gid=key,
+                 linestyle="-" if key == metric else "--")
     best = curves.best_value * SCALE
     top.axvline(curves.best_epoch, color="C0", linestyle=":", linewidth=1)
     top.plot([curves.best_epoch], [best], marker="*", markersize=14, color="C0", markeredgecolor="black",
              linestyle="none", gid="best", label=f"best: epoch {curves.best_epoch}, {best:.1f}")
-    top.set_ylabel("CIDEr-D (x100)")
+    top.set_ylabel(METRICS[metric][1])
     top.legend(loc="best")
     top.set_title(_title(curves))
     if LOSS in series[BOTTOM]:
@@ -248,7 +256,7 @@ def overview_figure(paper: str, curves: Sequence[Curves], seeds: Mapping[str, Se
             for j, c in enumerate(group):
                 lead = j == 0
                 name = c.system + (f" ({len(group)} seeds)" if lead and len(group) > 1 else "")
-                ax.plot(c.epochs, c.values(METRIC, SCALE), color=colour, linewidth=1.8 if lead else 0.8,
+                ax.plot(c.epochs, c.values(c.metric, SCALE), color=colour, linewidth=1.8 if lead else 0.8,
                         alpha=1.0 if lead else 0.6, marker="." if lead else None, markersize=3,
                         label=name if lead else None, gid=c.system)
                 ax.plot([c.best_epoch], [c.best_value * SCALE], marker="*", markersize=9 if lead else 6,
@@ -256,10 +264,11 @@ def overview_figure(paper: str, curves: Sequence[Curves], seeds: Mapping[str, Se
                         alpha=1.0 if lead else 0.6)
         ax.set_title(f"{label}: {len(members)} run{'s' if len(members) != 1 else ''}")
         ax.set_xlabel("epoch")
-        ax.set_ylabel(METRIC_LABEL)
+        ax.set_ylabel(METRICS[members[0].metric][0])
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.legend(loc="best", ncol=1 if len(groups) <= 8 else 2)
-    fig.suptitle(f"{title or paper}: validation CIDEr-D per epoch (star: best epoch, the model kept)")
+    shown = METRICS[curves[0].metric][0].removesuffix(" (x100)")
+    fig.suptitle(f"{title or paper}: {shown} per epoch (star: best epoch, the model kept)")
     return fig
 
 
@@ -339,8 +348,9 @@ def write_figures(metrics_dir: str | os.PathLike, out_dir: str | os.PathLike, pa
         for c in curves:
             files.append(curve_path(out_dir, c.system))
             _write_bytes(files[-1], system_png(c))
-            write_text(plots_path(plots_dir, c.system), plots_json(c))
-            keep.add(plots_path(plots_dir, c.system))
+            if c.metric == METRIC:  # `dvc plots` draws one field of every file: the captioners' curves only
+                write_text(plots_path(plots_dir, c.system), plots_json(c))
+                keep.add(plots_path(plots_dir, c.system))
         written[paper] = files
         keep.update(files)
     for stale in [*(out_dir / CURVES).glob("*.png"), *out_dir.glob("*_curves.png"), *plots_dir.glob("*.json")]:

@@ -800,19 +800,34 @@ def build_index(summaries: list[Path], tables_dir: Path, index_path: Path, metri
         index += ["", *sections]
     if systems:
         results = _Results(metrics_dir, set(systems))
-        index += ["", "## Trained systems", "", "Test split, x100, beam search; params.yaml `<paper>.systems` and "
-                  "`<paper>.ensembles`. Epochs: the best validation epoch / the epochs run, and what stopped the run "
-                  "(patience or the `max_epochs` cap).", "",
-                  "| System | Paper | Objective | Epochs | B@4 | METEOR | CIDEr-D |", "|---|---|---|---|---:|---:|---:|"]
-        for name, paper in systems.items():
-            data = results.metrics(name)
-            test = data["test"]
-            epochs = (f"{data['best_epoch']} / {len(data['history'])}, {data.get('stopped_by', 'max_epochs')}"
-                      if data.get("history") else "")
-            index.append(_md_row([f"`{name}`", paper, data.get("objective", ""), epochs,
-                                  *(_fmt(100 * test[k], 1) for k in ("BLEU-4", "METEOR", "CIDEr"))]))
+        index += ["", "## Trained systems", "", "Test split, x100; params.yaml `<paper>.systems` and "
+                  "`<paper>.ensembles`. Epochs: the best validation epoch / the epochs run, and what stopped the run (patience or the "
+                  "`max_epochs` cap). Captioning: beam search; VQA: the official accuracy on test-dev; grounding: "
+                  "recall of the entity phrases."]
+        by_task: dict[str, list[str]] = {}
+        for name in systems:
+            by_task.setdefault(results.metrics(name).get("task", "captioning"), []).append(name)
+        for task, (title, columns) in INDEX_TASKS.items():
+            if task not in by_task:
+                continue
+            index += ["", f"### {title}", "", "| System | Paper | Objective | Epochs | "
+                      + " | ".join(label for _, label in columns) + " |", "|---|---|---|---|" + "---:|" * len(columns)]
+            for name in by_task[task]:
+                data = results.metrics(name)
+                test = data["test"]
+                epochs = (f"{data['best_epoch']} / {len(data['history'])}, {data.get('stopped_by', 'max_epochs')}"
+                          if data.get("history") else "")
+                index.append(_md_row([f"`{name}`", systems[name], data.get("objective", ""), epochs,
+                                      *(_fmt(100 * test[k], 1) if k in test else "" for k, _ in columns)]))
         head += ["", results.environment_line()]
     write_text(index_path, "\n".join([*head, "", *index]) + "\n")
+
+
+# the index's table of trained systems, per task: (heading, [(test metric key, column label)])
+INDEX_TASKS = {"captioning": ("Captioning", [("BLEU-4", "B@4"), ("METEOR", "METEOR"), ("CIDEr", "CIDEr-D")]),
+               "vqa": ("VQA", [("overall", "overall"), ("yes/no", "yes/no"), ("number", "number"),
+                               ("other", "other")]),
+               "grounding": ("Phrase grounding", [("R@1", "R@1"), ("R@5", "R@5"), ("R@10", "R@10")])}
 
 
 # ---------------------------------------------------------------- the status of the papers
@@ -826,11 +841,14 @@ STATUS_END = "<!-- status:end -->"
 
 
 def _table_labels(labels: list[str]) -> str:
-    """"Table 1, Table 2, Table 3" -> "Tables 1–3" where the labels are consecutive numbered tables; else joined."""
+    """"Table 1, Table 2, Table 3" -> "Tables 1–3" where the labels are consecutive numbered tables; tables that a
+    paper's slides hold ("Slide '...'", BAN's talk) -> "slides"; else joined."""
     numbers = [label.removeprefix("Table ") for label in labels]
     if len(labels) > 2 and all(n.isdigit() for n in numbers) and \
             [int(n) for n in numbers] == list(range(int(numbers[0]), int(numbers[0]) + len(numbers))):
         return f"Tables {numbers[0]}–{numbers[-1]}"
+    if all(label.startswith("Slide ") for label in labels):
+        return "slides"
     return ", ".join(labels)
 
 

@@ -46,3 +46,23 @@ def split_file(cfg) -> Path:
     from .. import paths
 
     return paths.KARPATHY_COCO if real(cfg) else paths.DATASET_JSON
+
+
+def write_task_world(cfg, root: Path, out: Path, dataset: str, generate) -> None:
+    """A stage that writes a task's world over the image world's scenes (synthesize_vqa, synthesize_grounding):
+    `generate(scene_graphs, out)` returns its summary, printed; under the real profile `out` holds a note naming
+    the published `dataset` read instead."""
+    import json
+
+    from .. import paths
+    from ..io import InputError, atomic_path
+
+    if real(cfg):
+        with atomic_path(root / out) as tmp:
+            tmp.mkdir(parents=True)
+            skipped_under_real_profile(tmp / "PROFILE.json", f"not generated: profile real reads {dataset}")
+        return
+    graphs = root / paths.SCENE_GRAPHS
+    if not graphs.is_file():
+        raise InputError(f"missing file: {graphs} (run `dvc repro synthesize` first)")
+    print(json.dumps(generate(json.loads(graphs.read_text()), root / out)))

@@ -90,6 +90,8 @@ def make_optimizer(model: nn.Module, cfg) -> torch.optim.Optimizer:
     lr = base_lr(cfg)
     if cfg.optimizer == "sgd":
         return torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9, weight_decay=cfg.weight_decay)
+    if cfg.optimizer == "adamax":  # BAN's (betas 0.9, 0.999 by default, as the official code)
+        return torch.optim.Adamax(model.parameters(), lr=lr, betas=cfg.betas, weight_decay=cfg.weight_decay)
     cls = torch.optim.AdamW if cfg.optimizer == "adamw" else torch.optim.Adam
     return cls(model.parameters(), lr=lr, betas=cfg.betas, weight_decay=cfg.weight_decay)
 

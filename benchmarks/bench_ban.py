@@ -1,0 +1,84 @@
+"""BAN's efficiency claim at the paper's size: a training step of bilinear attention against unitary attention.
+
+The slides ("Time Complexity"): "BAN takes 284s/epoch while unitary attention control takes 190s/epoch" (a ratio of
+1.49), "largely due to the increment of input size for Softmax function, φ to φ × ρ". Here both networks are
+`models/ban.py` at the paper's size (GRU of 1280 units, 300-d embedding, attention rank 3, the classifier over 3,129
+answers) and differ only in the map (`attention: bilinear` or `unitary`, modules/bilinear.py); both with 8 glimpses
+and with 1. Workload: questions of 14 tokens, 36 objects of 2048-d (the fixed bottom-up boxes BAN uses) and also 100,
+batch `--batch` questions (the paper's 256 takes minutes per step on a CPU; the ratio is what is compared). A step is
+forward + BCE on soft targets + backward + grad-norm clip + Adamax, median of `--repeats` after one warm-up step.
+
+Run: PYTHONPATH=src python benchmarks/bench_ban.py [--batch 32] [--repeats 3]; writes benchmarks/results/ban.{json,md}.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import time
+from pathlib import Path
+
+import torch
+from torch.nn import functional as F
+
+from crossmodal.data.inputs import Padded
+from crossmodal.models.ban import BANArgs, BanVqa
+
+WORDS, TOKENS, ANSWERS, FEATURE_DIM = 20000, 14, 3129, 2048
+PAPER = {"embed_dim": 300, "hidden_dim": 1280, "attention_rank": 3}
+SLIDES = {"bilinear": 284, "unitary": 190}  # seconds per epoch on the slides
+
+
+def step_seconds(attention: str, glimpses: int, objects: int, batch: int, repeats: int) -> float:
+    torch.manual_seed(0)
+    model = BanVqa(BANArgs(**PAPER, glimpses=glimpses, attention=attention), WORDS, ANSWERS,
+                   {"regions": FEATURE_DIM}).train()
+    optimizer = torch.optim.Adamax(model.parameters(), lr=1e-3)
+    tokens = torch.randint(2, WORDS, (batch, TOKENS))
+    inputs = {"question": Padded(tokens, torch.ones(batch, TOKENS, dtype=torch.bool)),
+              "regions": Padded(torch.randn(batch, objects, FEATURE_DIM), torch.ones(batch, objects, dtype=torch.bool)),
+              "boxes": Padded(torch.rand(batch, objects, 4), torch.ones(batch, objects, dtype=torch.bool))}
+    targets = (torch.rand(batch, ANSWERS) > 0.999).float()
+    times = []
+    for _ in range(repeats + 1):
+        start = time.perf_counter()
+        loss = F.binary_cross_entropy_with_logits(model(inputs), targets, reduction="sum") / batch
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 0.25)
+        optimizer.step()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times[1:])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--out-dir", type=Path, default=Path(__file__).resolve().parent / "results")
+    args = parser.parse_args()
+    torch.set_num_threads(2)
+    rows = []
+    for glimpses in (8, 1):
+        for objects in (36, 100):
+            seconds = {kind: step_seconds(kind, glimpses, objects, args.batch, args.repeats) for kind in SLIDES}
+            rows.append({"glimpses": glimpses, "objects": objects, **{f"{k}_s": v for k, v in seconds.items()},
+                         "ratio": seconds["bilinear"] / seconds["unitary"]})
+            print(json.dumps(rows[-1]), flush=True)
+    report = {"machine": f"{platform.processor() or platform.machine()}, torch {torch.__version__}, 2 threads",
+              "batch": args.batch, "paper_ratio": SLIDES["bilinear"] / SLIDES["unitary"], "rows": rows}
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    (args.out_dir / "ban.json").write_text(json.dumps(report, indent=2) + "\n")
+    lines = ["# BAN: bilinear against unitary attention at the paper's size (training step, this CPU)", "",
+             f"Batch {args.batch} questions of {TOKENS} tokens, 2048-d objects, 1280-d GRU, rank 3, {ANSWERS} answers; "
+             f"median of {args.repeats} steps. The slides: {SLIDES['bilinear']} s against {SLIDES['unitary']} s per "
+             f"epoch, a ratio of {report['paper_ratio']:.2f}.", "",
+             "| glimpses | objects | bilinear (s/step) | unitary (s/step) | ratio |", "|---:|---:|---:|---:|---:|"]
+    lines += [f"| {r['glimpses']} | {r['objects']} | {r['bilinear_s']:.3f} | {r['unitary_s']:.3f} | {r['ratio']:.2f} |"
+              for r in rows]
+    (args.out_dir / "ban.md").write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()

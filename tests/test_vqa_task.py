@@ -1,0 +1,121 @@
+"""The VQA task and BAN's data path: prepro_vqa's arrays decode the VQA v2 files exactly, the loss and the
+accuracies equal direct computations, the boxes the counter reads are fractions of the image, BAN's warm-up and
+decay schedule, and a clear refusal under the real profile."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from torch.nn import functional as F
+
+from crossmodal.config import SplitSizes, TrainConfig, WorldConfig
+from crossmodal.data.regions import write_region_file
+from crossmodal.data.vqa import (QUESTION_PAD, annotations_file, answer_vocabulary, load_vqa_split, preprocess_vqa,
+                                 questions_file, read_vqa, soft_scores, tokenize_question)
+from crossmodal.metrics.vqa import vqa_accuracy
+from crossmodal.tasks.vqa import Vqa, accuracy_by_type, image_boxes
+from crossmodal.training.schedules import warmup_step
+from crossmodal.worlds import image_world
+from crossmodal.worlds.vqa_world import VqaWorldConfig, generate
+
+
+@pytest.fixture(scope="module")
+def vqa(tmp_path_factory):
+    root = tmp_path_factory.mktemp("vqa")
+    image_world.generate(WorldConfig(images=SplitSizes(train=40, val=10, test=10), image_size=48), root / "world",
+                         progress=False)
+    generate(VqaWorldConfig(questions_per_image=4), json.loads((root / "world/scene_graphs.json").read_text()),
+             root / "vqa_world")
+    summary = preprocess_vqa(root / "vqa_world", root / "processed", min_answer_count=2, question_length=6)
+    return root, summary
+
+
+def test_preprocessing_decodes_the_files_exactly(vqa):
+    root, summary = vqa
+    answers = json.loads((root / "processed/answers.json").read_text())
+    words = json.loads((root / "processed/words.json").read_text())
+    train = read_vqa(questions_file(root / "vqa_world", "train"), annotations_file(root / "vqa_world", "train"))
+    val = read_vqa(questions_file(root / "vqa_world", "val"), annotations_file(root / "vqa_world", "val"))
+    assert answers == answer_vocabulary([q.annotation for q in train + val], 2)
+    assert summary["questions"] == {"train": len(train), "val": len(val), "test": 40}
+    split = load_vqa_split(root / "processed", "train")
+    for row, question in enumerate(train):
+        assert split.question_ids[row] == question.question_id and split.image_ids[row] == question.image_id
+        tokens = tokenize_question(question.question)[:6]
+        assert [words[i - 2] for i in split.tokens[row] if i != QUESTION_PAD] == tokens  # every word is known
+        assert np.all(split.tokens[row, len(tokens):] == QUESTION_PAD)  # back-padded
+        expected = soft_scores(question.annotation.answers, answers)
+        assert {answers[k]: float(v) for k, v in enumerate(split.targets[row]) if v} == pytest.approx(expected)
+    test = load_vqa_split(root / "processed", "test")
+    assert test.targets is None and len(test.question_ids) == 40  # test-dev answers stay with the server
+
+
+def test_loss_is_binary_cross_entropy_summed_over_answers_and_averaged_over_questions():
+    task = Vqa.__new__(Vqa)
+    task.device, task.targets = torch.device("cpu"), torch.tensor([[0.0, 0.3, 1.0], [0.6, 0.0, 0.0], [1.0, 1.0, 0.9]])
+    logits = torch.tensor([[0.5, -1.0, 2.0], [0.1, 0.2, -0.3], [1.5, 0.0, 0.7]])
+    rows = np.array([2, 0])
+    loss, logged = task.loss(lambda fn: logits[rows], None, rows, None, None)
+    direct = 0.0
+    for i, r in enumerate(rows):
+        for a in range(3):
+            p, t = torch.sigmoid(logits[r, a]), task.targets[r, a]
+            direct -= float(t * torch.log(p) + (1 - t) * torch.log(1 - p))
+    assert float(loss) == pytest.approx(direct / 2, rel=1e-6)
+    assert logged["train_loss"] == (pytest.approx(direct / 2, rel=1e-6), 1.0)
+    assert float(loss) == pytest.approx(float(F.binary_cross_entropy_with_logits(logits[rows], task.targets[rows])) * 3)
+
+
+def test_accuracy_by_type_is_the_official_accuracy_averaged_per_answer_type(vqa):
+    root, _ = vqa
+    annotations = {q.question_id: q.annotation for q in read_vqa(
+        questions_file(root / "vqa_world", "test"), annotations_file(root / "vqa_world", "test"))}
+    rng = np.random.default_rng(0)
+    predictions = {qid: a.answers[int(rng.integers(10))] if rng.random() < 0.6 else "purple"
+                   for qid, a in annotations.items()}
+    scores = accuracy_by_type(predictions, annotations_file(root / "vqa_world", "test"))
+    by_type: dict[str, list[float]] = {}
+    for qid, answer in predictions.items():
+        by_type.setdefault(annotations[qid].answer_type, []).append(vqa_accuracy(answer, annotations[qid].answers))
+    assert scores["overall"] == pytest.approx(np.mean([s for v in by_type.values() for s in v]))
+    for kind, values in by_type.items():
+        assert scores[kind] == pytest.approx(np.mean(values))
+    assert 0 < scores["overall"] < 1
+    per_question_type = accuracy_by_type(predictions, annotations_file(root / "vqa_world", "test"), "question_type")
+    for kind in {a.question_type for a in annotations.values()}:
+        assert per_question_type[kind] == pytest.approx(np.mean([vqa_accuracy(predictions[q], a.answers)
+                                                                 for q, a in annotations.items()
+                                                                 if a.question_type == kind]))
+    with pytest.raises(Exception, match="no annotation of question 7"):
+        accuracy_by_type({7: "yes"}, annotations_file(root / "vqa_world", "test"))
+
+
+def test_the_counter_reads_boxes_as_fractions_of_each_image(tmp_path):
+    boxes = [np.array([[0, 0, 50, 20], [10, 10, 100, 40]], np.float32), np.array([[5, 5, 10, 30]], np.float32)]
+    features = [np.ones((2, 3), np.float32), np.ones((1, 3), np.float32)]
+    write_region_file(tmp_path / "r.h5", [7, 9], boxes, features, [(100, 40), (20, 60)], source="test")
+    out = image_boxes(tmp_path / "r.h5", np.array([9, 7]))
+    assert out.shape == (2, 2, 4)
+    assert torch.allclose(out[0, 0], torch.tensor([0.25, 5 / 60, 0.5, 0.5]))
+    assert torch.allclose(out[1], torch.tensor([[0, 0, 0.5, 0.5], [0.1, 0.25, 1.0, 1.0]]))
+    assert torch.all(out[0, 1] == 0)  # padding
+
+
+def test_ban_schedule_warms_up_then_decays_as_the_official_code():
+    cfg = TrainConfig(schedule="warmup_step", lr=1e-3, decay_start=10, step_size=2, gamma=0.25)
+    multipliers = [warmup_step(cfg, epoch) for epoch in range(15)]
+    assert multipliers == [0.5, 1.0, 1.5, 2.0, *[2.0] * 6, 0.5, 0.5, 0.125, 0.125, 0.03125]
+    with pytest.raises(ValueError, match="schedule must be one of"):
+        TrainConfig(schedule="warmup")
+
+
+def test_prepro_vqa_under_the_real_profile_stops_with_one_line(tmp_path):
+    from crossmodal.config import Config
+    from crossmodal.io import InputError
+    from crossmodal.stages import prepro_vqa
+
+    with pytest.raises(InputError, match="not wired into prepro_vqa yet"):
+        prepro_vqa.run(Config(profile="real"), tmp_path, None)
+    assert not (tmp_path / "data").exists()
