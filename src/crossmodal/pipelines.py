@@ -156,10 +156,10 @@ def spine_stages(cfg: Config) -> dict:
 
 def vqa_stages() -> dict:
     """The VQA world and BAN's preprocessing of VQA v2 files."""
-    world, vqa_world = str(paths.WORLD), str(paths.VQA_WORLD)
-    return {
+    vqa_world = str(paths.VQA_WORLD)
+    return {  # the world's scene graphs, not its 2,000 pictures: a no-op repro checks one file, not the folder
         "synthesize_vqa": _stage("python -m crossmodal synthesize-vqa", ["profile", "vqa.world"],
-                                 [world, *stage_code("synthesize_vqa")], [vqa_world]),
+                                 [paths.SCENE_GRAPHS, *stage_code("synthesize_vqa")], [vqa_world]),
         "prepro_vqa": _stage("python -m crossmodal prepro-vqa", ["profile", "vqa.min_answer_count",
                                                                   "vqa.question_length"],
                              [vqa_world, paths.raw("vqa_v2"), *stage_code("prepro_vqa")], [str(paths.VQA)])}
@@ -167,10 +167,10 @@ def vqa_stages() -> dict:
 
 def grounding_stages() -> dict:
     """The grounding world and BAN's preprocessing of Flickr30k Entities files."""
-    world, grounding_world = str(paths.WORLD), str(paths.GROUNDING_WORLD)
+    grounding_world = str(paths.GROUNDING_WORLD)
     return {
         "synthesize_grounding": _stage("python -m crossmodal synthesize-grounding", ["profile", "grounding.world"],
-                                       [world, *stage_code("synthesize_grounding")], [grounding_world]),
+                                       [paths.SCENE_GRAPHS, *stage_code("synthesize_grounding")], [grounding_world]),
         "prepro_grounding": _stage("python -m crossmodal prepro-grounding", ["profile", "grounding.sentence_length"],
                                    [grounding_world, paths.raw("flickr30k_entities"), *stage_code("prepro_grounding")],
                                    [str(paths.GROUNDING)])}
@@ -179,9 +179,10 @@ def grounding_stages() -> dict:
 def word_vectors_stage(tasks: set[str]) -> dict:
     """The word vectors BAN-Glove starts from: trained on the training text of the image world and of the worlds of
     `tasks` (their processed word lists restrict GloVe under the real profile)."""
-    text = {"vqa": [paths.VQA_WORLD, paths.VQA], "grounding": [paths.GROUNDING_WORLD, paths.GROUNDING]}
+    text = {"vqa": [paths.VQA_WORLD / "v2_OpenEnded_mscoco_train2014_questions.json", paths.VQA],
+            "grounding": [paths.GROUNDING_WORLD, paths.GROUNDING]}  # (data/vqa.py questions_file)
     return _stage("python -m crossmodal word-vectors", ["profile", "word_vectors"],
-                  [paths.WORLD, *(p for task in sorted(tasks) for p in text.get(task, [])), paths.raw("glove"),
+                  [paths.DATASET_JSON, *(p for task in sorted(tasks) for p in text.get(task, [])), paths.raw("glove"),
                    *stage_code("word_vectors")], [str(paths.WORD_VECTORS)])
 
 
