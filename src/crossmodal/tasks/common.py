@@ -1,14 +1,17 @@
-"""What BAN's tasks (tasks/vqa.py, tasks/grounding.py) share: building the network by task from the registry, and
-starting its word embedding from the word vectors."""
+"""What BAN's tasks (tasks/vqa.py, tasks/grounding.py) share: building the network by task from the registry,
+starting its word embedding from the word vectors, and the region proposals' boxes of a split's images."""
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Sequence
 
+import numpy as np
+import torch
 from torch import nn
 
 from .. import paths
 from ..config import build
+from ..data.regions import RegionFeatures
 from ..models.registry import model_class
 
 
@@ -35,3 +38,19 @@ def load_word_vectors(model: nn.Module, root: Path, words: Sequence[str], embed_
     vectors = read_word_vectors(root / paths.WORD_VECTORS, vocabulary)
     matrix, _ = embedding_matrix(vocabulary, vectors, embed_dim, missing="zeros")
     model.load_word_vectors(matrix)
+
+
+def padded_boxes(path: Path, image_ids: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
+    """Each image's region boxes in pixels [N, φ, 4] (padding rows zero), their mask [N, φ], φ the images' largest
+    count (the width of the split's `regions` batches, data/feature_sets.py), and the images' (width, height)
+    [N, 2]. Reads the boxes only, not the features."""
+    with RegionFeatures(path) as reader:
+        every = torch.from_numpy(reader._read("boxes").astype(np.float32))
+        rows = [reader.index_of(i) for i in image_ids]
+        spans = [(int(reader.offsets[k]), int(reader.offsets[k + 1])) for k in rows]
+        sizes = reader._read("image_size")[rows].astype(np.float32)
+    width = max((hi - lo for lo, hi in spans), default=0)
+    boxes, mask = torch.zeros(len(spans), width, 4), torch.zeros(len(spans), width, dtype=torch.bool)
+    for row, (lo, hi) in enumerate(spans):
+        boxes[row, :hi - lo], mask[row, :hi - lo] = every[lo:hi], True
+    return boxes, mask, sizes

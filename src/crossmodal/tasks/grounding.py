@@ -46,11 +46,10 @@ from .. import paths
 from ..data.feature_sets import Batch, SplitInputs, feature_dims, to_device
 from ..data.flickr30k_entities import ENTITY_TYPES
 from ..data.inputs import Padded
-from ..data.regions import RegionFeatures
 from ..io import InputError, read_json, write_json
 from ..metrics.grounding import box_iou, grounded_at, recall
 from .base import Task, on_scale
-from .common import build_network
+from .common import build_network, padded_boxes
 
 SCALE = 100  # recalls in MLflow, as in the tables (the metrics files keep 0-1)
 SPLITS = ("train", "val", "test")
@@ -91,19 +90,6 @@ def load_grounding_split(folder: Path, split: str) -> GroundingSplit:
         return GroundingSplit(**{name: data[name] for name in names})
 
 
-def proposal_boxes(path: Path, image_ids: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
-    """([N, φ, 4] each image's proposal boxes in pixels, [N, φ] mask), φ the images' largest count: the width of the
-    split's `regions` batches (data/feature_sets.py). Reads the boxes only, not the features."""
-    with RegionFeatures(path) as reader:
-        every = torch.from_numpy(reader._read("boxes").astype(np.float32))
-        spans = [(int(reader.offsets[k]), int(reader.offsets[k + 1])) for k in map(reader.index_of, image_ids)]
-    width = max((hi - lo for lo, hi in spans), default=0)
-    boxes, mask = torch.zeros(len(spans), width, 4), torch.zeros(len(spans), width, dtype=torch.bool)
-    for row, (lo, hi) in enumerate(spans):
-        boxes[row, :hi - lo], mask[row, :hi - lo] = every[lo:hi], True
-    return boxes, mask
-
-
 def phrase_positives(proposals: torch.Tensor, proposal_mask: torch.Tensor, boxes: torch.Tensor,
                      box_mask: torch.Tensor) -> torch.Tensor:
     """[S, E, φ] bool: proposal j is positive for phrase e of sentence s when its IoU with a real box of the phrase's
@@ -137,7 +123,7 @@ class SentenceInputs:
         self.tokens = torch.from_numpy(split.tokens)
         self.lengths = (split.tokens != PAD).sum(1)
         self.ends, self.mask = torch.from_numpy(split.phrase_ends), torch.from_numpy(split.phrase_mask)
-        self.proposals, proposal_mask = proposal_boxes(root / paths.features(feature_set), images)
+        self.proposals, proposal_mask, _ = padded_boxes(root / paths.features(feature_set), images)
         rows = torch.from_numpy(self.image_row)
         self.positives = phrase_positives(self.proposals[rows], proposal_mask[rows], torch.from_numpy(split.boxes),
                                           torch.from_numpy(split.box_mask))

@@ -32,12 +32,11 @@ from torch.nn import functional as F
 from .. import paths
 from ..data.feature_sets import Batch, SplitInputs, feature_dims, to_device
 from ..data.inputs import Padded
-from ..data.regions import RegionFeatures
 from ..data.vqa import ANSWER_TYPES, QUESTION_PAD, annotations_file, load_vqa_split, read_vqa_annotations
 from ..io import InputError, read_json, write_json
 from ..metrics.vqa import vqa_accuracy
 from .base import Task, on_scale
-from .common import build_network
+from .common import build_network, padded_boxes
 
 SCALE = 100  # accuracies in MLflow, as in the tables (the metrics files keep 0-1)
 SPLITS = ("train", "val", "test")
@@ -45,9 +44,7 @@ SPLITS = ("train", "val", "test")
 
 def image_boxes(path: Path, image_ids: np.ndarray) -> torch.Tensor:
     """[N, n, 4] each image's boxes as fractions of its width and height (padding rows zero)."""
-    with RegionFeatures(path) as reader:
-        _, _, boxes = reader.load_padded(image_ids.tolist())
-        sizes = reader._read("image_size")[[reader.index_of(i) for i in image_ids]].astype(np.float32)
+    boxes, _, sizes = padded_boxes(path, image_ids)
     scale = torch.from_numpy(np.tile(sizes, 2)).unsqueeze(1)  # (width, height, width, height)
     return boxes / scale
 
