@@ -149,6 +149,19 @@ def test_clip_files_decode_with_both_streams_of_the_stated_length(tmp_path):
         read_clip(tmp_path / "broken.mp4")
 
 
+def test_a_clip_written_again_is_the_same_bytes(tmp_path):
+    """The world's files are a function of the params: a clip written several times in one process gives one file
+    (without x264's cpu-independent mode the H.264 stream varied from write to write)."""
+    clip = sample_clip(SMALL, "msrvtt", 5, "train")
+    frames, audio = render_frames(clip, SMALL), render_audio(clip, SMALL)
+    for suffix in (".mp4", ".avi"):
+        files = set()
+        for k in range(10):
+            write_clip(tmp_path / f"clip{k}{suffix}", frames, SMALL.fps, audio, SMALL.sample_rate)
+            files.add((tmp_path / f"clip{k}{suffix}").read_bytes())
+        assert len(files) == 1, suffix
+
+
 def test_datasets_are_written_in_the_formats_the_readers_take(tmp_path):
     msvd = write_dataset(SMALL, "msvd", tmp_path / "msvd", progress=False)
     videos = read_msvd(tmp_path / "msvd" / "AllVideoDescriptions.txt", tmp_path / "msvd" / "youtube_mapping.txt",
