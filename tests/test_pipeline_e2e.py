@@ -33,17 +33,28 @@ TRACE_HOOK = Path(__file__).resolve().parent / "import_trace"
 TINY = {
     "world": {"images": {"train": 60, "val": 12, "test": 12}, "image_size": 64},
     "backbone": {"epochs": 2, "channels": 16, "feature_dim": 32},
-    "vocabularies": {"min5": {"min_word_count": 2}, "min6": {"min_word_count": 2}},
     "grid": {"size": 3},
     "attributes": {"words": 12, "top_k": 4, "hidden_dim": 16, "epochs": 1},
     "vqa": {"world": {"questions_per_image": 3}, "min_answer_count": 2},
     "word_vectors": {"dim": 16, "epochs": 2},
+    "word2vec": {"dim": 16, "epochs": 2},
+    "video": {"world": {"clips": {"msvd": 10, "msrvtt": 10}, "captions_per_clip": {"msvd": 3, "msrvtt": 2},
+                        "frames": 8, "frame_size": 32},
+              "features": {"frames_per_clip": 4, "chunk_frames": 4, "dims": {"frames": 8, "motion": 8, "audio": 8},
+                           "channels": 4, "epochs": 1}},
+    "vocabularies": {"min5": {"min_word_count": 2}, "min6": {"min_word_count": 2},
+                     "msvd": {"min_word_count": 1}, "msrvtt": {"min_word_count": 1}},
+    "hoca_figures": {"rank_sweep": ["l_hoca_ubt_msvd"], "full": "l_hoca_ubt_msvd", "curves": ["l_hoca_ubt_msvd"],
+                     "maf": ["l_hoca_ubt_msvd"]},
+    "hoca_cost": {"rows": {"cost_l_hoca_ubt": "l_hoca_ubt_msvd"}, "model_args": {"hidden_dim": 24}, "batch_size": 4},
 }
 TINY_BAN = {"model_args": {"embed_dim": 16, "hidden_dim": 16, "glimpses": 2, "word_vectors": True, "counter": True},
             "train": {"max_epochs": 1, "patience": 0, "batch_size": 32}}
 TINY_GROUNDING = {"model_args": {"embed_dim": 16, "hidden_dim": 16, "word_vectors": True},
                   "train": {"max_epochs": 1, "patience": 0, "batch_size": 32}}
 TINY_ETA_TRAIN = {"max_epochs": 1, "patience": 0, "batch_size": 10}
+TINY_HOCA = {"model_args": {"embed_dim": 16, "hidden_dim": 16, "att_dim": 16, "steps": dict.fromkeys(
+    ("frames", "motion", "audio"), 4)}, "train": {"max_epochs": 1, "patience": 0, "batch_size": 4}}
 TINY_UPDOWN_ARGS = {"embed_dim": 32, "hidden_dim": 32, "att_hidden_dim": 32}
 TINY_UPDOWN_TRAIN = {"max_epochs": 6, "patience": 0, "batch_size": 10, "lr": 0.01, "step_size": 100}  # fixed epochs
 TINY_SCST_TRAIN = {"max_epochs": 2, "patience": 0, "batch_size": 10, "lr": 0.001}
@@ -129,6 +140,10 @@ def tiny_params(params: dict) -> dict:
     grounding = _merge(params["ban"]["recipes"]["ban_flickr_recipe"], TINY_GROUNDING)  # BAN on the grounding world
     params["ban"] = {"tables": ["ban_testdev", "ban_flickr_recall"],
                      "systems": {"ban_8_glove_counter": ban, "ban_flickr": grounding}}
+    hoca = params["hoca"]["recipes"]  # L-HOCA-UBT on the MSVD-like clips: its figures and a cost row
+    hoca = _merge({**hoca["hoca_xe"], **{k: v for k, v in hoca["hoca_msvd"].items() if k != "of"}}, TINY_HOCA)
+    params["hoca"] = {"tables": ["hoca_table1", "hoca_table3"], "systems": {"l_hoca_ubt_msvd": hoca}}
+    params["hoca_cost"]["rows"] = {}  # TINY's one row replaces the paper's three
     return _merge(params, TINY)
 
 
@@ -174,14 +189,19 @@ def test_every_stage_depends_on_exactly_the_code_it_runs(repo, traces):
     """The import trace of each stage process against the code its stage depends on (its closure's file, which
     lists each file with its MD5): nothing missing, and nothing listed that the stage never imports (but the real
     profile's readers). The `code` stage depends on the files it lists and those it runs, no other."""
-    by_cmd, checked, listed = stages(repo), set(), set()
+    by_cmd, checked, listed, ran_by_cmd = stages(repo), set(), set(), {}
     for trace in traces.glob("*.json"):
         record = json.loads(trace.read_text())
         if not record["argv"][0].endswith("crossmodal/__main__.py"):  # DVC itself, git hooks
             continue
-        cmd = "python -m crossmodal " + " ".join(record["argv"][1:])
+        argv = record["argv"][1:]
+        if "--measure" in argv:  # a process the stage hoca_cost starts per row: part of that stage
+            argv = argv[argv.index("hoca-cost"):argv.index("--measure")]
+        cmd = "python -m crossmodal " + " ".join(argv)
+        ran_by_cmd.setdefault(cmd, set()).update(
+            Path(f).resolve().relative_to(repo.resolve()).as_posix() for f in record["files"])
+    for cmd, ran in ran_by_cmd.items():
         stage = by_cmd[cmd]
-        ran = {Path(f).resolve().relative_to(repo.resolve()).as_posix() for f in record["files"]}
         checked.add(cmd)
         if stage["name"] == "code":
             code_stage = (stage, ran)
@@ -194,7 +214,7 @@ def test_every_stage_depends_on_exactly_the_code_it_runs(repo, traces):
         assert ran <= code, f"{stage['name']}: imports {sorted(ran - code)} but does not depend on them"
         if stage["name"] == "params":  # it runs the stage-file generator, whose function-level imports of the
             continue  # report modules (for the tables' and figures' paths) do not all run when only listing keys
-        assert code - ran == REAL_PROFILE_ONLY.get(record["argv"][1], set()), f"{stage['name']}: {sorted(code - ran)}"
+        assert code - ran == REAL_PROFILE_ONLY.get(cmd.split()[3], set()), f"{stage['name']}: {sorted(code - ran)}"
     assert checked == set(by_cmd)  # every stage ran once and was checked
     stage, ran = code_stage
     assert set(stage["deps"]) == listed | ran
@@ -270,6 +290,34 @@ def test_ban_answers_the_vqa_worlds_questions_through_the_shared_trainer(repo):
     assert grounding["task"] == "grounding" and {"R@1", "R@5", "R@10"} <= set(grounding["test"])
     assert 0 <= grounding["test"]["R@1"] <= grounding["test"]["R@5"] <= grounding["test"]["R@10"] <= 1
     assert f"{100 * grounding['test']['R@1']:.1f}" in (repo / "reports/tables/ban_flickr_recall.md").read_text()
+
+
+def test_hoca_captions_the_video_worlds_clips_through_the_captioning_task(repo):
+    """The video world's files, its three extractors' feature sets, HOCA trained on them as any captioner (its
+    references and predictions keyed by clip), its figures, its cost row and its tables."""
+    from crossmodal.data.regions import RegionFeatures
+
+    assert list((repo / "data/raw/video_world/msvd/YouTubeClips").glob("*.avi"))
+    for modality in ("frames", "motion", "audio"):
+        with RegionFeatures(repo / f"data/features/msvd_{modality}.h5") as features:
+            assert features.feature_dim == 8 and set(features.num_boxes.tolist()) == {4}
+        assert json.loads((repo / f"reports/metrics/extract_{modality}.json").read_text())["val_accuracy"]
+    metrics = json.loads((repo / "reports/metrics/l_hoca_ubt_msvd.json").read_text())
+    assert metrics["model"] == "hoca" and metrics["test"]["CIDEr"] >= 0 and len(metrics["history"]) == 1
+    refs = json.loads((repo / "data/processed/video/msvd/references/captions_test.json").read_text())
+    results = json.loads((repo / "data/predictions/l_hoca_ubt_msvd/captions_test_l_hoca_ubt_msvd_results.json")
+                         .read_text())
+    assert sorted(r["image_id"] for r in results) == sorted(i["id"] for i in refs["images"])
+    assert "msvd-like, synthetic video world" in (repo / "data/predictions/l_hoca_ubt_msvd/qualitative.md").read_text()
+    assert not (repo / "data/processed/captions/msvd").exists()  # video vocabularies are prepro_video's alone
+    assert (repo / "data/features/word2vec.txt").read_text().split("\n", 1)[0].count(" ") == 16
+    for name in ("hoca_fig5_rank", "hoca_fig6_curves", "hoca_fig7_maf"):
+        assert (repo / f"reports/hoca_figures/{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    cost = json.loads((repo / "reports/metrics/cost_l_hoca_ubt.json").read_text())
+    assert cost["test"]["train_seconds"] > 0 and cost["test"]["space_gib"] >= 0 and cost["model_args"]["hidden_dim"] == 24
+    table = (repo / "reports/tables/hoca_table1.md").read_text()
+    assert f"{100 * metrics['test']['CIDEr']:.1f}" in table and "synthetic video world" in table
+    assert f"{cost['test']['train_seconds']:.2f}" in (repo / "reports/tables/hoca_table3.md").read_text()
 
 
 def test_reseeded_members_and_their_ensemble(repo):

@@ -101,6 +101,9 @@ def metrics_dir(tmp_path) -> Path:
     (d / "data_profile.json").write_text(json.dumps({
         "profile": "synthetic image world", "synthetic": True, "images": {"train": 1500, "val": 250, "test": 250},
         "image_size": 128, "seed": 0}))
+    (d / "video_profile.json").write_text(json.dumps({
+        "profile": "synthetic video world", "synthetic": True, "msvd-like clips": {"train": 122, "val": 10, "test": 68},
+        "seed": 0}))
     return d
 
 
@@ -251,8 +254,11 @@ def test_missing_metric_in_metrics_file_is_an_input_error(tmp_path, metrics_dir)
 
 TABLE_IDS = ["aoanet_offline", "aoanet_online", "ban_coattention", "ban_counting", "ban_flickr_recall",
              "ban_flickr_types", "ban_glimpses", "ban_residual", "ban_testdev", "eta_table1", "eta_table2", "eta_table3",
-             "eta_table4", "eta_table5", "eta_table6", "xlan_table1", "xlan_table2", "xlan_table3"]
-DATASETS = {"ban_flickr_recall": "Flickr30k Entities", "ban_flickr_types": "Flickr30k Entities"}
+             "eta_table4", "eta_table5", "eta_table6", "hoca_table1", "hoca_table2", "hoca_table3", "xlan_table1",
+             "xlan_table2", "xlan_table3"]
+DATASETS = {"ban_flickr_recall": "Flickr30k Entities", "ban_flickr_types": "Flickr30k Entities",
+            "hoca_table1": "MSVD and MSR-VTT", "hoca_table2": "MSVD and MSR-VTT", "hoca_table3": "MSR-VTT"}
+COST_TABLES = {"hoca_table3"}  # memory (G) and seconds, on their own scale
 ONLINE = ["BLEU-1", "BLEU-2", "BLEU-3", "BLEU-4", "METEOR", "ROUGE-L", "CIDEr"]
 
 
@@ -275,7 +281,7 @@ def test_every_paper_table_loads():
     assert sorted(p.stem for p in PAPER_TABLES.glob("*.yaml")) == TABLE_IDS
     for t in tables:
         expected = DATASETS.get(t.id, "VQA 2.0" if t.id.startswith("ban_") else "COCO")
-        assert t.dataset == expected and t.unit == "%" and t.scale == 100
+        assert t.dataset == expected and (t.id in COST_TABLES or (t.unit == "%" and t.scale == 100))
         for row in t.rows:  # every variant row names its variant(s); cited rows name none
             assert row.cited != bool(row.variants())
             if t.column_groups and isinstance(row.variant, dict):
@@ -588,7 +594,8 @@ def test_build_all_transcribed_tables(tmp_path, metrics_dir):
         "eta_table6": (0, 0, 4, 0), "xlan_table1": (1, 0, 8, 11), "xlan_table2": (0, 1, 3, 7), "xlan_table3": (1, 0, 6, 0),
         "ban_glimpses": (0, 0, 5, 1), "ban_residual": (0, 0, 3, 0), "ban_coattention": (0, 0, 3, 0),
         "ban_counting": (0, 0, 2, 1), "ban_testdev": (0, 0, 3, 6), "ban_flickr_recall": (0, 0, 1, 8),
-        "ban_flickr_types": (0, 0, 1, 4)}
+        "ban_flickr_types": (0, 0, 1, 4), "hoca_table1": (0, 0, 9, 0), "hoca_table2": (0, 0, 2, 10),
+        "hoca_table3": (0, 0, 3, 0)}
     summary = json.loads((out / summary_name("paper")).read_text())
     assert [sorted(e) for e in summary] == [["cited", "id", "paper", "pending", "reproduced", "server_only", "table"]] * len(TABLE_IDS)
     xlan2 = (out / "xlan_table2.md").read_text()

@@ -223,29 +223,136 @@ class GroundingConfig:
 
 @dataclass(frozen=True)
 class WordVectorsConfig:
-    """Word vectors (stage word_vectors, features/word_vectors.py): on the synthetic profile skip-gram vectors
-    trained on the worlds' text (captions and questions) in GloVe's role; under the real profile the published
-    GloVe file `glove_file` of dataset `glove`, restricted to the words the questions use."""
+    """Word vectors in the published vectors' role (stage word_vectors, features/word_vectors.py): on the synthetic
+    profile skip-gram vectors trained on the worlds' training text; under the real profile the published `file` of
+    the download (section `word_vectors`: GloVe, dataset `glove`, BAN's questions and sentences; section `word2vec`:
+    word2vec's GoogleNews vectors, dataset `word2vec`, the video captions of HOCA), restricted to the words used."""
 
     dim: int = 300
     epochs: int = 10
     window: int = 5
     negative: int = 5
     seed: int = 0
-    glove_file: str = "glove.6B.300d.txt"
+    file: str = "glove.6B.300d.txt"
 
     def __post_init__(self) -> None:
         if min(self.dim, self.epochs, self.window, self.negative) < 1:
             raise ValueError("dim, epochs, window and negative must be >= 1")
 
 
+VIDEO_DATASETS = ("msvd", "msrvtt")  # the video world's two datasets (worlds/video_world.py), HOCA's data
+CORPORA = ("images", *VIDEO_DATASETS)  # what a vocabulary's captions describe
+
+
+@dataclass(frozen=True)
+class VideoWorldConfig:
+    """The video world (stage synthesize_video; worlds/video_world.py). `clips`: per dataset; `captions_per_clip`:
+    MSVD-like clips get between half and all of their number (about 40 on MSVD), MSR-VTT-like exactly it (20);
+    frames, frame rate, frame size, audio rate, the share of clips with a silent twin, and the audio's white-noise
+    amplitude (strikes peak near 0.5)."""
+
+    seed: int = 0
+    clips: dict[str, int] = field(default_factory=lambda: {"msvd": 200, "msrvtt": 400})
+    captions_per_clip: dict[str, int] = field(default_factory=lambda: {"msvd": 30, "msrvtt": 20})
+    frames: int = 32
+    fps: int = 8
+    frame_size: int = 64
+    sample_rate: int = 16000
+    twin_probability: float = 0.5
+    noise: float = 0.02
+
+    def __post_init__(self) -> None:
+        if set(self.clips) != set(VIDEO_DATASETS) or set(self.captions_per_clip) != set(VIDEO_DATASETS):
+            raise ValueError(f"clips and captions_per_clip need exactly {', '.join(VIDEO_DATASETS)}")
+        if min(self.clips.values()) < 10:
+            raise ValueError("each dataset needs at least 10 clips (every split needs one)")
+        if min(self.captions_per_clip.values()) < 2:
+            raise ValueError("captions_per_clip must be at least 2")
+        if self.frames < 8 or self.fps < 1 or self.frame_size < 32:
+            raise ValueError("need frames >= 8, fps >= 1, frame_size >= 32")
+
+    @property
+    def duration(self) -> float:
+        return self.frames / self.fps
+
+
+VIDEO_MODALITIES = ("frames", "motion", "audio")  # HOCA's F, M, S
+
+
+@dataclass(frozen=True)
+class VideoFeatureConfig:
+    """The three video feature extractors (stages extract_frames, extract_motion, extract_audio; features/video.py):
+    T sampled frames per clip (paper: 80), the motion chunk's frames (I3D: 64), the audio window in seconds (VGGish:
+    0.96) and its mel bands (64), each modality's feature width, the first convolution's channels (then 2x, 4x), and
+    the networks' training."""
+
+    seed: int = 0
+    frames_per_clip: int = 8
+    chunk_frames: int = 8
+    audio_window: float = 0.5
+    mels: int = 32
+    dims: dict[str, int] = field(default_factory=lambda: {"frames": 128, "motion": 64, "audio": 64})
+    channels: int = 16
+    epochs: int = 12
+    batch_size: int = 32
+    lr: float = 0.002
+
+    def __post_init__(self) -> None:
+        if set(self.dims) != set(VIDEO_MODALITIES):
+            raise ValueError(f"dims needs exactly {', '.join(VIDEO_MODALITIES)}")
+        if self.frames_per_clip < 1 or self.chunk_frames < 2 or self.chunk_frames % 2:
+            raise ValueError("frames_per_clip must be >= 1 and chunk_frames even and >= 2")
+
+
+@dataclass(frozen=True)
+class VideoConfig:
+    """Video data for HOCA: the world (`world`) and the feature extractors (`features`)."""
+
+    world: VideoWorldConfig = field(default_factory=VideoWorldConfig)
+    features: VideoFeatureConfig = field(default_factory=VideoFeatureConfig)
+
+
+@dataclass(frozen=True)
+class HocaFiguresConfig:
+    """HOCA's Figs. 5-7 (stage hoca_figures, reports/hoca_figures.py): the L-HOCA-UBT systems of the rank sweep
+    (each at its own `model_args.rank`) and the HOCA-UBT line beside them (`full`), the systems whose learning
+    curves are drawn, and those whose MAF weights are drawn over one test caption. Each must be a HOCA system."""
+
+    rank_sweep: tuple[str, ...] = ()
+    full: str = ""
+    curves: tuple[str, ...] = ()
+    maf: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class HocaCostConfig:
+    """HOCA's Table 3 (stage hoca_cost): each row (`rows`: row variant -> the system measured) trained for `epochs`
+    epochs of `batch_size` clips with `model_args` (the paper's model size) over its system's, in a process of its
+    own; its time and its peak memory above the process's memory before the model was built."""
+
+    rows: dict[str, str] = field(default_factory=dict)
+    model_args: dict = field(default_factory=dict)
+    batch_size: int = 25
+    epochs: int = 1
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 1 or self.epochs < 1:
+            raise ValueError("batch_size and epochs must be at least 1")
+
+
 @dataclass(frozen=True)
 class CaptionsConfig:
     """One vocabulary convention: words seen at least `min_word_count` times in training, captions cut to
-    `max_length` words (params.yaml `vocabularies`, one processed caption set each)."""
+    `max_length` words (params.yaml `vocabularies`, one processed caption set each), of the captions of `corpus`:
+    the image world's (stage prepro_captions) or one video dataset's (stage prepro_video)."""
 
     min_word_count: int = 5
     max_length: int = 16
+    corpus: str = "images"
+
+    def __post_init__(self) -> None:
+        if self.corpus not in CORPORA:
+            raise ValueError(f"corpus must be one of {', '.join(CORPORA)}, not {self.corpus!r}")
 
 
 @dataclass(frozen=True)
@@ -505,6 +612,11 @@ class Config:
     vqa: VqaConfig = field(default_factory=VqaConfig)
     grounding: GroundingConfig = field(default_factory=GroundingConfig)
     word_vectors: WordVectorsConfig = field(default_factory=WordVectorsConfig)
+    word2vec: WordVectorsConfig = field(default_factory=lambda: WordVectorsConfig(
+        file="GoogleNews-vectors-negative300.bin"))
+    video: VideoConfig = field(default_factory=VideoConfig)
+    hoca_figures: HocaFiguresConfig = field(default_factory=HocaFiguresConfig)
+    hoca_cost: HocaCostConfig = field(default_factory=HocaCostConfig)
     vocabularies: dict[str, CaptionsConfig] = field(default_factory=lambda: {"min5": CaptionsConfig()})
     evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
     compute: ComputeConfig = field(default_factory=ComputeConfig)

@@ -16,15 +16,19 @@ KARPATHY_COCO = RAW / "karpathy" / "dataset_coco.json"  # inside caption_dataset
 COCO_CAPTION_FILES = tuple(RAW / "coco_captions" / "annotations" / f"captions_{s}2014.json" for s in ("train", "val"))
 VQA_WORLD = RAW / "vqa_world"  # the synthetic VQA world's files, VQA v2's names (worlds/vqa_world.py)
 GROUNDING_WORLD = RAW / "grounding_world"  # the synthetic grounding world, Flickr30k Entities' layout
+VIDEO_WORLD = RAW / "video_world"  # the synthetic video world: msvd/ and msrvtt/ in the datasets' layouts
+VIDEO_FEATURES = RAW / "video_features"  # real profile: the user's <dataset>/<modality>.h5 (docs/real-data.md)
 CAPTIONS = Path("data/processed/captions")
 VQA = Path("data/processed/vqa")  # questions, answers and soft targets as arrays (stage prepro_vqa)
 GROUNDING = Path("data/processed/grounding")  # sentences, phrases and entity boxes as arrays (prepro_grounding)
+VIDEO = Path("data/processed/video")  # per video dataset, what CAPTIONS holds for images (stage prepro_video)
 IMAGES = CAPTIONS / "images.json"  # every image of the split file: id, path, split
 EXAMPLES = CAPTIONS / "examples"  # the qualitative examples: examples.json and a copy of each image
 BACKBONE = Path("data/models/backbone.pt")
 FEATURES = Path("data/features")
 REGIONS = FEATURES / "regions.h5"
-WORD_VECTORS = FEATURES / "word_vectors.txt"  # GloVe's text format (stage word_vectors)
+WORD_VECTORS = FEATURES / "word_vectors.txt"  # GloVe's text format (stage word_vectors): BAN-Glove's
+WORD2VEC = FEATURES / "word2vec.txt"  # the same format (stage word2vec): the captioners' (HOCA's word2vec)
 MODELS = Path("data/models")
 PREDICTIONS = Path("data/predictions")
 CHECKPOINTS = Path("data/checkpoints")
@@ -33,6 +37,10 @@ PARAMS = Path("data/params")  # one file per stage: the values of the params it 
 METRICS = Path("reports/metrics")
 TABLES = Path("reports/tables")
 INDEX = Path("reports/index.md")
+HOCA_FIGURES = Path("reports/hoca_figures")  # HOCA's Figs. 5-7 (stage hoca_figures), listed by the index
+HOCA_FIGURE_FILES = {"Fig. 5: CIDEr-D by rank": HOCA_FIGURES / "hoca_fig5_rank.png",
+                     "Fig. 6: learning curves": HOCA_FIGURES / "hoca_fig6_curves.png",
+                     "Fig. 7: MAF weights": HOCA_FIGURES / "hoca_fig7_maf.png"}
 
 
 def raw(dataset: str) -> Path:
@@ -45,14 +53,24 @@ def world_annotations(split: str) -> Path:
     return WORLD / "annotations" / f"captions_{split}.json"
 
 
-def references(split: str) -> Path:
+def corpus(name: str = "images") -> Path:
+    """The processed captions of a corpus (config.CORPORA): the image world's, or one video dataset's."""
+    return CAPTIONS if name == "images" else VIDEO / name
+
+
+def references(split: str, corpus_name: str = "images") -> Path:
     """COCO-format reference captions of an evaluation split (val, test), whichever the profile."""
-    return CAPTIONS / "references" / f"captions_{split}.json"
+    return corpus(corpus_name) / "references" / f"captions_{split}.json"
 
 
-def vocabulary(name: str) -> Path:
+def examples(corpus_name: str = "images") -> Path:
+    """A corpus's qualitative examples (examples.json, and the images' copies)."""
+    return corpus(corpus_name) / "examples"
+
+
+def vocabulary(name: str, corpus_name: str = "images") -> Path:
     """Processed captions of one vocabulary convention (params.yaml `vocabularies`): labels.h5, vocab.json."""
-    return CAPTIONS / name
+    return corpus(corpus_name) / name
 
 
 def submission(variant: str) -> Path:

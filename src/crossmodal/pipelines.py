@@ -26,13 +26,11 @@ from pathlib import Path
 import yaml
 
 from . import closures, paths
-from .config import PAPERS, Config
+from .config import PAPERS, VIDEO_DATASETS, VIDEO_MODALITIES, Config
 from .io import InputError, write_text
 
 HEADER = ("# Written by `python -m crossmodal pipelines` from params.yaml and the code's imports: do not edit by hand.\n"
           "# {what}\n")
-# every captioning system's test references and its qualitative examples (tasks/captioning.py)
-CAPTION_DATA = [paths.CAPTIONS / "references", paths.EXAMPLES]
 ATTRIBUTE_SETS = ("attributes", "attributes_oracle")  # the feature sets stage train_attributes writes
 
 
@@ -98,8 +96,9 @@ def spine_stages(cfg: Config) -> dict:
         [{str(paths.raw(name)): {"cache": False, "persist": True}}]) for name in cfg.datasets}
     stages["synthesize"] = _stage("python -m crossmodal synthesize", ["profile", "world"], stage_code("synthesize"),
                                   [world, {str(paths.METRICS / "data_profile.json"): {"cache": False}}])
+    image_vocabularies = [f"vocabularies.{n}" for n, v in cfg.vocabularies.items() if v.corpus == "images"]
     stages["prepro_captions"] = _stage(
-        "python -m crossmodal prepro-captions", ["profile", "vocabularies", "evaluation.qualitative_examples"],
+        "python -m crossmodal prepro-captions", ["profile", *image_vocabularies, "evaluation.qualitative_examples"],
         [world, raw / "karpathy", raw / "coco_captions", *stage_code("prepro_captions")], [str(paths.CAPTIONS)])
     stages["pretrain_backbone"] = _stage(
         "python -m crossmodal pretrain-backbone", ["profile", "backbone", "compute.portable"],
@@ -125,8 +124,16 @@ def spine_stages(cfg: Config) -> dict:
         stages.update(vqa_stages())
     if "grounding" in tasks:
         stages.update(grounding_stages())
-    if any(cfg.model_of(n).model_args.get("word_vectors") for n in cfg.systems()):
+    if video_corpora(cfg):
+        stages.update(video_stages(cfg))
+    vectors = {cfg.systems()[n].task == "captioning" for n in cfg.systems() if cfg.model_of(n).model_args.get(
+        "word_vectors")}  # captioners (HOCA) start from word2vec's role, BAN from GloVe's
+    if False in vectors:
         stages["word_vectors"] = word_vectors_stage(tasks)
+    if True in vectors:
+        stages["word2vec"] = _stage("python -m crossmodal word-vectors --vectors word2vec", ["profile", "word2vec"],
+                                    [*video_annotations(cfg), paths.VIDEO, paths.raw("word2vec"),
+                                     *stage_code("word_vectors")], [str(paths.WORD2VEC)])
     stages["reference_points"] = _stage(
         "python -m crossmodal reference-points", ["profile"],
         [world, raw / "karpathy", paths.CAPTIONS / "references", *stage_code("reference_points")], [],
@@ -148,6 +155,7 @@ def spine_stages(cfg: Config) -> dict:
          SPREAD, paths.METRICS / "data_profile.json",
          *(paths.METRICS / f"{n}.json" for n in [*cfg.systems(), *cfg.ensembles()]),
          *_dedupe([str(f) for files in drawn.values() for f in files.files]),
+         *(paths.HOCA_FIGURE_FILES.values() if hoca_figures_drawn(cfg) else []),
          *stage_code("index", *_dedupe([f"models.{cfg.model_of(s).model}" for s in drawn_systems]))],
         [{str(paths.INDEX): {"cache": False}}, {str(CLAIMS): {"cache": False}},
          {str(FIGURES): {"cache": False}}, {str(PLOTS): {"cache": False}}])
@@ -181,9 +189,44 @@ def word_vectors_stage(tasks: set[str]) -> dict:
     `tasks` (their processed word lists restrict GloVe under the real profile)."""
     text = {"vqa": [paths.VQA_WORLD / "v2_OpenEnded_mscoco_train2014_questions.json", paths.VQA],
             "grounding": [paths.GROUNDING_WORLD, paths.GROUNDING]}  # (data/vqa.py questions_file)
-    return _stage("python -m crossmodal word-vectors", ["profile", "word_vectors"],
+    return _stage("python -m crossmodal word-vectors --vectors glove", ["profile", "word_vectors"],
                   [paths.DATASET_JSON, *(p for task in sorted(tasks) for p in text.get(task, [])), paths.raw("glove"),
                    *stage_code("word_vectors")], [str(paths.WORD_VECTORS)])
+
+
+def video_corpora(cfg: Config) -> list[str]:
+    """The video datasets whose captions some vocabulary describes (HOCA's)."""
+    return [d for d in VIDEO_DATASETS if any(v.corpus == d for v in cfg.vocabularies.values())]
+
+
+def video_annotations(cfg: Config) -> list[Path]:
+    """The video world's caption files: what reads its captions depends on these, not on its ~600 clips (under the
+    real profile the world is a note, read as the folder)."""
+    if cfg.profile == "real":
+        return [paths.VIDEO_WORLD]
+    return [paths.VIDEO_WORLD / "msvd" / "AllVideoDescriptions.txt", paths.VIDEO_WORLD / "msvd" / "youtube_mapping.txt",
+            paths.VIDEO_WORLD / "msrvtt" / "videodatainfo.json"]
+
+
+def video_stages(cfg: Config) -> dict:
+    """The video world, its captions' preprocessing and the three feature extractors (HOCA's data)."""
+    world, datasets = str(paths.VIDEO_WORLD), video_corpora(cfg)
+    raw = [paths.raw(d) for d in datasets]
+    video_vocabularies = [f"vocabularies.{n}" for n, v in cfg.vocabularies.items() if v.corpus != "images"]
+    stages = {
+        "synthesize_video": _stage("python -m crossmodal synthesize-video", ["profile", "video.world"],
+                                   stage_code("synthesize_video"),
+                                   [world, {str(paths.METRICS / "video_profile.json"): {"cache": False}}]),
+        "prepro_video": _stage("python -m crossmodal prepro-video",
+                               ["profile", *video_vocabularies, "evaluation.qualitative_examples"],
+                               [*video_annotations(cfg), *raw, *stage_code("prepro_video")], [str(paths.VIDEO)])}
+    for modality in VIDEO_MODALITIES:
+        stages[f"extract_{modality}"] = _stage(
+            f"python -m crossmodal extract-video --modality {modality}", ["profile", "video.features", "compute.portable"],
+            [world, *([paths.VIDEO_FEATURES] if cfg.profile == "real" else []), *stage_code("extract_video")],
+            [str(paths.features(f"{d}_{modality}")) for d in VIDEO_DATASETS],
+            [paths.METRICS / f"extract_{modality}.json"])
+    return stages
 
 
 SHARED_PARAMS = ["profile", "evaluation", "compute"]  # the sections every training and decoding stage reads whole
@@ -238,7 +281,9 @@ def _model_data(cfg: Config, name: str) -> list:
                 *([paths.WORD_VECTORS] if model.model_args.get("word_vectors") else [])]
     if cfg.systems()[name].task == "grounding":  # its sentences, phrases and boxes, maybe word vectors
         return [paths.GROUNDING, *features, *([paths.WORD_VECTORS] if model.model_args.get("word_vectors") else [])]
-    return [paths.vocabulary(model.vocabulary), *CAPTION_DATA, *features]
+    corpus = cfg.vocabularies[model.vocabulary].corpus  # its test references and qualitative examples too
+    return [paths.vocabulary(model.vocabulary, corpus), paths.corpus(corpus) / "references", paths.examples(corpus),
+            *features, *([paths.WORD2VEC] if model.model_args.get("word_vectors") else [])]
 
 
 def objective_module(system) -> list[str]:
@@ -269,8 +314,49 @@ def paper_stages(cfg: Config, paper: str) -> dict:
         outs, metrics = _system_outs(name)
         stages[name] = _stage(f"python -m crossmodal ensemble --name {name}", params, deps, outs[1:], metrics,
                               wdir="../..")
+    if paper == "hoca":
+        stages.update(hoca_study_stages(cfg))
     if section.tables:
         stages["tables"] = tables_stage(cfg, paper)
+    return stages
+
+
+def hoca_figures_drawn(cfg: Config) -> bool:
+    """Whether params `hoca_figures` names systems for every figure (then the stage hoca_figures draws them)."""
+    figures = cfg.hoca_figures
+    return bool(figures.rank_sweep and figures.full and figures.curves and figures.maf)
+
+
+def hoca_study_stages(cfg: Config) -> dict:
+    """HOCA's Figs. 5-7 (stages/hoca_figures.py) and its cost table's measurements (stages/hoca_cost.py)."""
+    from .reports.hoca_figures import FIG5, FIG6, FIG7, FOLDER, maf_reads
+
+    stages, figures, cost = {}, cfg.hoca_figures, cfg.hoca_cost
+    drawn = [*figures.rank_sweep, figures.full, *figures.curves, *figures.maf]
+    if hoca_figures_drawn(cfg):
+        unknown = [s for s in drawn if s not in cfg.systems()]
+        if unknown:
+            raise InputError(f"params.yaml: hoca_figures names {unknown[0]!r}, which is not a system")
+        ranks = ",".join(f"{cfg.model_of(s).model_args.get('rank', 1)}:{s}" for s in figures.rank_sweep)
+        stages["hoca_figures"] = _stage(
+            f"python -m crossmodal hoca-figures --out {FOLDER} --ranks {ranks} --full {figures.full} "
+            f"--curves {','.join(figures.curves)} --maf {','.join(figures.maf)}",
+            ["profile", "evaluation.max_length", "hoca_figures",
+             *grouped(cfg, _dedupe([k for s in figures.maf for k in cfg.model_sources(s)]))],
+            [*(paths.METRICS / f"{s}.json" for s in _dedupe([*figures.rank_sweep, figures.full, *figures.curves])),
+             *_dedupe([str(f) for s in figures.maf for f in maf_reads(cfg, s)]), *stage_code("hoca_figures")],
+            [{str(FOLDER / name): {"cache": False}} for name in (FIG5, FIG6, FIG7)], wdir="../..")
+    if cost.rows:
+        measured = list(cost.rows.values())
+        unknown = [s for s in measured if s not in cfg.systems()]
+        if unknown:
+            raise InputError(f"params.yaml: hoca_cost.rows names {unknown[0]!r}, which is not a system")
+        stages["hoca_cost"] = _stage(
+            "python -m crossmodal hoca-cost", ["profile", "compute", "hoca_cost",
+                                               *grouped(cfg, _dedupe([k for s in measured for k in cfg.sources(s)]))],
+            [*_dedupe([str(d) for s in measured for d in _model_data(cfg, s)]),
+             *stage_code("hoca_cost", "tasks.captioning", "training.xe", "models.hoca")], [],
+            [paths.METRICS / f"{row}.json" for row in cost.rows], wdir="../..")
     return stages
 
 
@@ -279,7 +365,7 @@ def tables_stage(cfg: Config, paper: str) -> dict:
     from .reports.tables import load_tables, summary_name, table_file
 
     tables = load_tables(list(cfg.paper(paper).tables))
-    built = set(cfg.systems()) | set(cfg.ensembles())
+    built = set(cfg.systems()) | set(cfg.ensembles()) | set(cfg.hoca_cost.rows)
     shown = _dedupe([v for t in tables for row in t.rows for v in row.variants() if v in built])
     groups = seed_groups(cfg)  # a row's cell is its system's mean over seeds
     metrics = _dedupe([paths.METRICS / f"{s}.json" for v in shown for s in groups[v]]

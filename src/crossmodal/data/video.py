@@ -87,6 +87,15 @@ def _natural_key(video_id: str) -> tuple[str, int]:
     return (match.group(1), int(match.group(2))) if match else (video_id, -1)
 
 
+def item_id(video_id: str) -> int:
+    """The integer id a video's captions and features are stored under (the number ending its id: vid12 -> 12,
+    video7 -> 7), unique within a dataset, as an image's COCO id is."""
+    prefix, number = _natural_key(video_id)
+    if number < 0:
+        raise InputError(f"video id {video_id!r} does not end in a number")
+    return number
+
+
 def _text_lines(path: Path, what: str) -> list[str]:
     if not path.is_file():
         raise InputError(f"missing {what}: {path}")

@@ -28,7 +28,6 @@ Adam, seeded; the stage reports each label group's accuracy on the val clips (`g
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -37,35 +36,15 @@ from torch import nn
 from torch.nn import functional as F
 from tqdm import tqdm
 
+from ..config import VIDEO_MODALITIES as MODALITIES, VideoFeatureConfig  # params `video.features`
 from ..data.video_files import DecodedClip
 from ..worlds.video_world import ACTIONS, COLORS, DIRECTION_WORDS, MATERIALS, PLACES, SHAPES
 
-MODALITIES = ("frames", "motion", "audio")
 LABEL_GROUPS: dict[str, dict[str, tuple[str, ...]]] = {
     "frames": {"color": tuple(COLORS), "shape": SHAPES, "place": tuple(PLACES)},
     "motion": {"action": ACTIONS + ("drifting",), "direction": tuple(DIRECTION_WORDS)},
     "audio": {"material": tuple(MATERIALS), "action": ACTIONS},
 }
-
-
-@dataclass(frozen=True)
-class VideoFeatureConfig:
-    seed: int = 0
-    frames_per_clip: int = 8  # T (paper: 80)
-    chunk_frames: int = 8  # L (paper: 64)
-    audio_window: float = 0.5  # seconds (VGGish: 0.96)
-    mels: int = 32  # (VGGish: 64)
-    dims: Mapping[str, int] = field(default_factory=lambda: {"frames": 128, "motion": 64, "audio": 64})
-    channels: int = 16  # of the first convolution (then 2x, 4x)
-    epochs: int = 4
-    batch_size: int = 32
-    lr: float = 0.002
-
-    def __post_init__(self) -> None:
-        if set(self.dims) != set(MODALITIES):
-            raise ValueError(f"dims needs exactly {', '.join(MODALITIES)}")
-        if self.frames_per_clip < 1 or self.chunk_frames < 2 or self.chunk_frames % 2:
-            raise ValueError("frames_per_clip must be >= 1 and chunk_frames even and >= 2")
 
 
 def sample_indices(num_frames: int, count: int) -> np.ndarray:
@@ -95,14 +74,21 @@ def log_mel(audio: np.ndarray, sample_rate: int, mels: int) -> np.ndarray:
     return np.log(mel_filterbank(mels, n_fft, sample_rate) @ spec + 0.01).astype(np.float32)
 
 
-def clip_inputs(clip: DecodedClip, cfg: VideoFeatureConfig) -> dict[str, torch.Tensor]:
-    """The three networks' inputs at the clip's T sampled frames (see the module docstring)."""
+def clip_inputs(clip: DecodedClip, cfg: VideoFeatureConfig, modalities: Sequence[str] = MODALITIES
+                ) -> dict[str, torch.Tensor]:
+    """The networks' inputs at the clip's T sampled frames (see the module docstring), of `modalities`."""
     frames = torch.from_numpy(clip.frames).permute(0, 3, 1, 2).float() / 255.0  # [F, 3, H, W]
     count = len(frames)
     index = sample_indices(count, cfg.frames_per_clip)
-    half = cfg.chunk_frames // 2
-    chunk = np.clip(index[:, None] + np.arange(-half, half)[None, :], 0, count - 1)  # [T, L]
-    motion = F.avg_pool2d(frames, 2)[torch.from_numpy(chunk)].permute(0, 2, 1, 3, 4)  # [T, 3, L, H/2, W/2]
+    out = {}
+    if "frames" in modalities:
+        out["frames"] = frames[torch.from_numpy(index)]
+    if "motion" in modalities:
+        half = cfg.chunk_frames // 2
+        chunk = np.clip(index[:, None] + np.arange(-half, half)[None, :], 0, count - 1)  # [T, L]
+        out["motion"] = F.avg_pool2d(frames, 2)[torch.from_numpy(chunk)].permute(0, 2, 1, 3, 4)  # [T, 3, L, H/2, W/2]
+    if "audio" not in modalities:
+        return out
     spectrogram = log_mel(clip.audio, clip.sample_rate, cfg.mels)
     per_second = 100.0  # spectrogram frames (10 ms hop)
     width = int(round(cfg.audio_window * per_second))
@@ -110,7 +96,7 @@ def clip_inputs(clip: DecodedClip, cfg: VideoFeatureConfig) -> dict[str, torch.T
     padded = np.pad(spectrogram, ((0, 0), (width, width)), constant_values=floor)
     starts = np.round(index / clip.fps * per_second).astype(int) - width // 2 + width
     audio = np.stack([padded[:, s:s + width] for s in starts])[:, None]  # [T, 1, mels, width]
-    return {"frames": frames[torch.from_numpy(index)], "motion": motion, "audio": torch.from_numpy(audio)}
+    return {**out, "audio": torch.from_numpy(audio)}
 
 
 def label_vector(labels: Mapping, modality: str) -> np.ndarray:

@@ -32,9 +32,12 @@ Choices where the paper is silent, and deviations:
 - The decoder's initial state is zeros (h_0 = c_0 = 0). Eq. 1 gives the decoder the words only, the video enters
   through the attention; the paper initialises the state only on MSR-VTT, from the GloVe vector of the video's
   category label (§5.2), which is out of scope here (the category is not a model input).
-- The word embedding starts from nn.Embedding's N(0, 1) unless `load_word_vectors` gives it vectors (the paper's
-  pre-trained 300-d word2vec vectors, random for words outside word2vec: `features.word_vectors.embedding_matrix`).
-  No activation on it.
+- The word embedding starts from nn.Embedding's N(0, 1) unless `word_vectors` is set: the captioning task then
+  loads the stage word2vec's vectors through `load_word_vectors` (the paper's pre-trained 300-d word2vec vectors,
+  U(-0.1, 0.1) for words outside word2vec: `features.word_vectors.embedding_matrix`). No activation on it.
+- `modalities`: the inputs read, all three by default; one alone (with variant "U") is the single-modality model
+  that measures what each modality carries by itself (not a row of the paper's tables). Binary heads need two
+  modalities and the ternary head three.
 - One layer per Bi-LSTM, each direction of hidden_dim units; no dropout in the encoder (the paper names dropout
   around the decoder LSTM only).
 - A mask must be a prefix (the real steps first, as `data.inputs` pads), with at least one real step per clip and
@@ -69,10 +72,17 @@ class HOCAArgs:
     rank: int = 1  # k of Low-Rank HOCA
     steps: dict[str, int] = field(default_factory=lambda: dict.fromkeys(MODALITIES, 80))  # t_l per modality
     dropout: float = 0.5  # input and output of the decoder LSTM
+    modalities: tuple[str, ...] = MODALITIES  # the inputs read: all three, or one for a single-modality model
+    word_vectors: bool = False  # start the word embedding from the stage word2vec's vectors (tasks/captioning.py)
 
     def __post_init__(self) -> None:
         if self.variant not in TABLE1_VARIANTS:
             raise ValueError(f"variant must be one of {', '.join(TABLE1_VARIANTS)} (Table 1), not {self.variant!r}")
+        if not self.modalities or tuple(m for m in MODALITIES if m in self.modalities) != tuple(self.modalities):
+            raise ValueError(f"modalities must be some of {', '.join(MODALITIES)}, in that order, not {self.modalities}")
+        needs = {"U": 1, "B": 2, "T": 3}
+        if len(self.modalities) < max(needs[kind] for kind in self.variant):
+            raise ValueError(f"variant {self.variant} needs at least {max(needs[k] for k in self.variant)} modalities")
         if sorted(self.steps) != sorted(MODALITIES) or any(t < 1 for t in self.steps.values()):
             raise ValueError(f"steps must give each of {', '.join(MODALITIES)} a number of time steps >= 1, "
                              f"got {self.steps}")
@@ -95,20 +105,25 @@ def _lengths(name: str, mask: torch.Tensor) -> torch.Tensor:
 
 class LowRankHOCACaptioner(Captioner):
     Args = HOCAArgs
-    INPUTS = MODALITIES
+    INPUTS = MODALITIES  # the default; an instance reads its `modalities` (`consumes`)
+
+    @classmethod
+    def consumes(cls, args: HOCAArgs) -> tuple[str, ...]:
+        return tuple(args.modalities)
 
     def __init__(self, args: HOCAArgs, vocab_size: int, input_dims: Mapping[str, int]):
         super().__init__()
         self.args = args
         self.vocab_size = vocab_size
+        self.INPUTS = modalities = self.consumes(args)
         h = args.hidden_dim
         self.encoders = nn.ModuleDict({name: nn.LSTM(input_dims[name], h, batch_first=True, bidirectional=True)
-                                       for name in MODALITIES})
+                                       for name in modalities})
         self.word_embed = nn.Embedding(vocab_size, args.embed_dim)
         self.decoder = nn.LSTMCell(args.embed_dim, h)  # eq. 1
         self.input_dropout = nn.Dropout(args.dropout)
         self.output_dropout = nn.Dropout(args.dropout)
-        self.attention = HOCAAttentionFusion(h, [2 * h] * len(MODALITIES), [args.steps[m] for m in MODALITIES],
+        self.attention = HOCAAttentionFusion(h, [2 * h] * len(modalities), [args.steps[m] for m in modalities],
                                              vocab_size, args.att_dim, args.variant, args.low_rank, args.rank)
 
     def load_word_vectors(self, matrix) -> None:
@@ -127,7 +142,7 @@ class LowRankHOCACaptioner(Captioner):
         return outputs, mask[:, :longest]
 
     def encode(self, inputs):
-        features, masks = zip(*(self._encode_modality(name, *inputs[name]) for name in MODALITIES))
+        features, masks = zip(*(self._encode_modality(name, *inputs[name]) for name in self.INPUTS))
         return tuple(features), tuple(masks), tuple(self.attention.precompute(features))
 
     def init_state(self, encoded, batch_size):

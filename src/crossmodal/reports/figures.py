@@ -380,13 +380,15 @@ def dvc_plot_definitions(papers: Mapping[str, Sequence[str]] | None = None, plot
 
 def figure_index_lines(written: Mapping[str, Sequence[Path]], index_path: str | os.PathLike,
                        titles: Mapping[str, str] | None = None, plots_dir: str | os.PathLike | None = None,
-                       attention: Mapping[str, Path] | None = None) -> list[str]:
+                       attention: Mapping[str, Path] | None = None,
+                       paper_figures: Mapping[str, Sequence[tuple[str, Path]]] | None = None) -> list[str]:
     """The Markdown section of reports/index.md that lists the figures (`written`, as `write_figures` returns it):
-    per paper, its overview, its attention figure (`attention`: {paper: its PNG}, reports/attention.py), then each
-    system's curve, linked relative to `index_path`; `titles`: {paper: the name shown}. No lines when nothing was
-    written. `plots_dir` (when given) is named as the `dvc plots` data."""
-    attention = attention or {}
-    if not any(written.values()) and not attention:
+    per paper, its overview, its attention figure (`attention`: {paper: its PNG}, reports/attention.py), the paper's
+    own figures that a stage of its pipeline draws (`paper_figures`: {paper: [(label, PNG)]}, e.g. HOCA's Figs. 5-7),
+    then each system's curve, linked relative to `index_path`; `titles`: {paper: the name shown}. No lines when
+    nothing was written. `plots_dir` (when given) is named as the `dvc plots` data."""
+    attention, paper_figures = attention or {}, paper_figures or {}
+    if not any(written.values()) and not attention and not paper_figures:
         return []
     base = Path(index_path).parent
 
@@ -405,15 +407,16 @@ def figure_index_lines(written: Mapping[str, Sequence[Path]], index_path: str | 
         lines[-1] += (f" The same per-epoch data, for `dvc plots show` and `dvc plots diff`: "
                       f"[{link(Path(plots_dir))}/]({link(Path(plots_dir))}/).")
     lines.append("")
-    for paper in dict.fromkeys([*written, *attention]):
+    for paper in dict.fromkeys([*written, *attention, *paper_figures]):
         files = list(written.get(paper, ()))
-        if not files and paper not in attention:
+        if not files and paper not in attention and paper not in paper_figures:
             continue
         overviews = [f for f in files if f.name == f"{paper}_curves.png"]
         systems = [f for f in files if f not in overviews]
         parts = [f"[overview]({link(f)})" for f in overviews]
         if paper in attention:
             parts.append(f"[attention]({link(attention[paper])})")
+        parts += [f"[{label}]({link(path)})" for label, path in paper_figures.get(paper, ())]
         parts += [f"[`{f.stem}`]({link(f)})" for f in systems]
         lines.append(f"- **{(titles or {}).get(paper, paper)}**: " + " · ".join(parts))
     return lines

@@ -42,7 +42,8 @@ def run(cfg, root: Path, args) -> None:
                                    ev.batch_size)
         metrics = write_captions(cfg, root, name, run, refs, {
             "variant": name, "model": "+".join(dict.fromkeys(cfg.model_of(m).model for m in members)), "objective": cfg.systems()[members[0]].objective,
-            "members": list(members), "predictions": predictions, "test": evaluate_captions(predictions, refs)})
+            "members": list(members), "predictions": predictions, "test": evaluate_captions(predictions, refs)},
+            data.corpus)
         environment = record_environment(run, str(device))
         write_json(root / paths.METRICS / f"{name}.json",
                    {**metrics, "environment": environment, "mlflow_run_id": run.run_id})

@@ -50,7 +50,10 @@ def figures(cfg, root: Path) -> list[str]:
     written = write_figures(root / paths.METRICS, root / FIGURES, papers, root / PLOTS, seed_groups(cfg),
                             STATUS_PAPERS)
     attention = write_attention_figures(cfg, root, root / FIGURES, STATUS_PAPERS)
-    return figure_index_lines(written, root / paths.INDEX, STATUS_PAPERS, root / PLOTS, attention)
+    drawn = {"hoca": [(label, root / path) for label, path in paths.HOCA_FIGURE_FILES.items()
+                      if cfg.hoca_figures.full and (root / path).is_file()]}  # the stage hoca_figures draws them
+    return figure_index_lines(written, root / paths.INDEX, STATUS_PAPERS, root / PLOTS, attention,
+                              {paper: files for paper, files in drawn.items() if files})
 
 
 def run(cfg, root: Path, args) -> None:

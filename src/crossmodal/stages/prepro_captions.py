@@ -20,5 +20,6 @@ def run(cfg, root: Path, args) -> None:
     for source in sources:
         references.update(read_coco_captions(root / source))
     images = read_karpathy(root / split_file(cfg))
-    print(json.dumps(preprocess(cfg.vocabularies, images, references, root / paths.CAPTIONS,
+    vocabularies = {name: v for name, v in cfg.vocabularies.items() if v.corpus == "images"}  # (video: prepro_video)
+    print(json.dumps(preprocess(vocabularies, images, references, root / paths.CAPTIONS,
                                 cfg.evaluation.qualitative_examples, None if real(cfg) else root / paths.WORLD)))

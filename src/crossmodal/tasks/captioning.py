@@ -1,7 +1,10 @@
-"""The captioning task: images' named inputs -> a caption, trained by cross-entropy or self-critically.
+"""The captioning task: an item's named inputs -> a caption, trained by cross-entropy or self-critically. An item
+is an image (the image world, COCO) or a video clip (the video world's MSVD- and MSR-VTT-like datasets): the
+vocabulary's `corpus` says which, and nothing else here differs between them.
 
-Data: the processed captions of the system's vocabulary (data/processed/captions/<vocabulary>/), the named inputs
-its `inputs` param maps to feature sets (data/feature_sets.py), and the val/test references in COCO layout.
+Data: the processed captions of the system's vocabulary (`paths.vocabulary`: data/processed/captions/<vocabulary>/
+for images, data/processed/video/<dataset>/<vocabulary>/ for clips), the named inputs its `inputs` param maps to
+feature sets (data/feature_sets.py), and the corpus's val/test references in COCO layout.
 
 Objectives, each a module loaded by name: cross-entropy (`objective: xe`, training/xe.py) and self-critical
 training (`objective: scst`, training/scst.py: per image `samples_per_image` sampled captions rewarded by CIDEr-D
@@ -31,6 +34,7 @@ from ..data.captions import decode, load_labels, load_vocabulary
 from ..data.coco import read_coco_captions
 from ..data.feature_sets import Batch, SplitInputs, feature_dims, to_device
 from ..decoding.search import beam_search, greedy_decode
+from ..features.word_vectors import embedding_matrix, read_word_vectors
 from ..io import InputError, atomic_path, read_json, write_text
 from ..metrics.captions import cider_only, evaluate_captions, start_meteor, write_results
 from ..models.registry import build_model
@@ -39,6 +43,7 @@ from .base import Task, on_scale
 
 SCALE = 100  # caption metrics in MLflow, as in the tables (the metrics files keep 0-1)
 NO_PICTURE = "No picture: profile real reads COCO's region features; its images are not downloaded."
+NO_CLIP = "No picture: the item is a video clip ({path})."
 
 
 @torch.no_grad()
@@ -64,15 +69,17 @@ class CaptionData:
     """A vocabulary's words and labels, and the named inputs of its val/test (and, when asked, train) splits."""
 
     def __init__(self, cfg: Config, root: Path, vocabulary: str, sets: dict[str, str], splits: tuple[str, ...]):
-        folder = root / paths.vocabulary(vocabulary)
+        self.corpus = corpus = cfg.vocabularies[vocabulary].corpus
+        folder = root / paths.vocabulary(vocabulary, corpus)
         self.files = [folder / "vocab.json", folder / "labels.h5", *(root / paths.features(s) for s in sets.values())]
         self.words = load_vocabulary(folder / "vocab.json")
         self.labels = {split: load_labels(folder / "labels.h5", split) for split in splits}
         lazy, workers = cfg.runtime.lazy_features, cfg.runtime.loader_workers
         self.inputs = {split: SplitInputs(root, sets, self.labels[split].image_ids, lazy, workers) for split in splits}
         self.dims = feature_dims(root, sets)
-        self.refs = {split: read_coco_captions(root / paths.references(split)) for split in splits if split != "train"}
-        self.files += [root / paths.references(split) for split in self.refs]
+        self.refs = {split: read_coco_captions(root / paths.references(split, corpus))
+                     for split in splits if split != "train"}
+        self.files += [root / paths.references(split, corpus) for split in self.refs]
 
 
 class Captioning(Task):
@@ -85,6 +92,8 @@ class Captioning(Task):
         self.data = CaptionData(cfg, root, self.model_system.vocabulary, self.model_system.inputs,
                                 ("train", "val", "test"))
         self.words, self.train_labels = self.data.words, self.data.labels["train"]
+        if self.model_system.model_args.get("word_vectors"):
+            self.data.files.append(root / paths.WORD2VEC)
         self.max_length = cfg.vocabularies[self.model_system.vocabulary].max_length
         # the objective's module (training/xe.py, training/scst.py), by name: a stage depends on its own only
         self.objective = importlib.import_module(f"crossmodal.training.{self.system.objective}").Objective(self)
@@ -93,7 +102,11 @@ class Captioning(Task):
 
     def build_model(self) -> nn.Module:
         where = self.cfg.where(self.cfg.model_name(self.name))
-        return build_model(where, self.model_system, len(self.words), self.data.dims)
+        model = build_model(where, self.model_system, len(self.words), self.data.dims)
+        if self.model_system.model_args.get("word_vectors"):  # HOCA: its embedding starts from word2vec's vectors
+            vectors = read_word_vectors(self.root / paths.WORD2VEC, self.words)
+            model.load_word_vectors(embedding_matrix(self.words, vectors, model.word_embed.embedding_dim)[0])
+        return model
 
     def train_size(self) -> int:
         return len(self.train_labels.image_ids)
@@ -126,13 +139,15 @@ class Captioning(Task):
 
     def write_outputs(self, run, result: dict) -> dict:
         return write_captions(self.cfg, self.root, self.name, run, self.data.refs["test"], {
-            "variant": self.name, "model": self.model_system.model, "objective": self.system.objective, **result})
+            "variant": self.name, "model": self.model_system.model, "objective": self.system.objective, **result},
+            self.data.corpus)
 
 
 TASK = Captioning
 
 
-def write_captions(cfg, root: Path, name: str, run, refs: dict[int, list[str]], metrics: dict) -> dict:
+def write_captions(cfg, root: Path, name: str, run, refs: dict[int, list[str]], metrics: dict,
+                   corpus: str = "images") -> dict:
     """A finished system's outputs: test predictions (also as the COCO server's submission file) and qualitative
     examples, logged to its MLflow run with the test metrics (×100); returns the metrics without the predictions."""
     predictions = metrics.pop("predictions")
@@ -144,7 +159,7 @@ def write_captions(cfg, root: Path, name: str, run, refs: dict[int, list[str]], 
     write_results(root / paths.submission(name), predictions)
     run.log_artifact(pred_path)
     examples_path = root / paths.PREDICTIONS / name / "qualitative.md"
-    text, pictures = qualitative(cfg, root, predictions, refs, examples_path.with_suffix(""))
+    text, pictures = qualitative(cfg, root, predictions, refs, examples_path.with_suffix(""), corpus)
     write_text(examples_path, text)
     run.log_artifact(examples_path)
     for picture in pictures:  # beside the page in the run's artifacts (its links work there), and among its charts
@@ -153,15 +168,17 @@ def write_captions(cfg, root: Path, name: str, run, refs: dict[int, list[str]], 
     return metrics
 
 
-def qualitative(cfg, root: Path, predictions: dict[int, str], refs: dict[int, list[str]], folder: Path
-                ) -> tuple[str, list[Path]]:
-    """The qualitative examples `prepro_captions` set aside (data/processed/captions/examples/): a markdown page,
-    and the pictures it embeds, one PNG per image in `folder` (reports/drawing.py: the image with the model's and
-    the reference captions; under the real profile, whose images are not downloaded, the captions with a note).
-    Returns the page and the PNGs."""
-    examples = read_json(root / paths.EXAMPLES / "examples.json")
+def qualitative(cfg, root: Path, predictions: dict[int, str], refs: dict[int, list[str]], folder: Path,
+                corpus: str = "images") -> tuple[str, list[Path]]:
+    """The qualitative examples `prepro_captions` (or `prepro_video`) set aside (`paths.examples(corpus)`): a
+    markdown page, and the pictures it embeds, one PNG per item in `folder` (reports/drawing.py: the image with the
+    model's and the reference captions; under the real profile, whose images are not downloaded, and for video
+    clips, the captions with a note). Returns the page and the PNGs."""
+    examples = read_json(root / paths.examples(corpus) / "examples.json")
     real = cfg.profile == "real"
-    lines = [f"# Qualitative examples (test split, {REAL_DATA if real else 'synthetic image world'})", ""]
+    data = (REAL_DATA if real else "synthetic image world") if corpus == "images" else \
+        f"{corpus}{'' if real else '-like, synthetic video world'}"
+    lines = [f"# Qualitative examples (test split, {data})", ""]
     with atomic_path(folder) as tmp:  # the whole folder at once: no picture of an earlier run stays behind
         tmp.mkdir(parents=True)
         for example in examples:
@@ -170,8 +187,8 @@ def qualitative(cfg, root: Path, predictions: dict[int, str], refs: dict[int, li
                 raise InputError(f"qualitative example {image_id} has no test prediction; "
                                  "run `dvc repro prepro_captions` after changing the split")
             picture = example_image(root, example["file"]) if example["file"] else None
-            save_png(caption_panel(picture, predictions[image_id], refs[image_id], NO_PICTURE if real else None),
-                     tmp / f"{image_id}.png")
+            note = NO_CLIP.format(path=path) if corpus != "images" else NO_PICTURE if real else None
+            save_png(caption_panel(picture, predictions[image_id], refs[image_id], note), tmp / f"{image_id}.png")
             lines += [f"## image {image_id} (`{path}`)", "",
                       f"![image {image_id} with its captions]({folder.name}/{image_id}.png)", "",
                       f"- **model:** {predictions[image_id]}"]

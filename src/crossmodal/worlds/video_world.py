@@ -36,22 +36,22 @@ clip (seed, dataset, index): a clip's content does not depend on the other clips
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
 
 import numpy as np
 from PIL import Image, ImageDraw
 from scipy.signal import fftconvolve
 from tqdm import tqdm
 
+from ..config import VIDEO_DATASETS, VideoWorldConfig  # its sizes (params `video.world`)
 from ..data.video import split_sizes
 from ..data.video_files import write_clip
 from ..io import atomic_path, write_json, write_text
 from .phrasing import article
 from .seeding import item_rng
 
-DATASETS = ("msvd", "msrvtt")
+DATASETS = VIDEO_DATASETS
 COLORS: dict[str, tuple[int, int, int]] = {
     "red": (215, 45, 45), "green": (45, 165, 65), "blue": (55, 95, 225), "yellow": (230, 210, 45),
     "purple": (150, 75, 195), "orange": (240, 140, 35),
@@ -85,36 +85,6 @@ ACTION_WORDS = {  # (third person, -ing form) pairs
 DIRECTION_WORDS = {"left": ("to the left", "leftwards"), "right": ("to the right", "rightwards"),
                    "down": ("down", "to the floor"), "up and down": ("up and down",), "around": ("around", "in place")}
 PLACE_WORDS = {place: (f"in a {place}", f"in the {place}") for place in PLACES}
-
-
-@dataclass(frozen=True)
-class VideoWorldConfig:
-    """Sizes of the video world. `clips`: per dataset; `captions_per_clip`: MSVD-like clips get between half and
-    all of their number (about 40 on MSVD), MSR-VTT-like exactly it (20)."""
-
-    seed: int = 0
-    clips: Mapping[str, int] = field(default_factory=lambda: {"msvd": 200, "msrvtt": 400})
-    captions_per_clip: Mapping[str, int] = field(default_factory=lambda: {"msvd": 30, "msrvtt": 20})
-    frames: int = 32
-    fps: int = 8
-    frame_size: int = 64
-    sample_rate: int = 16000
-    twin_probability: float = 0.5
-    noise: float = 0.02  # white-noise amplitude of the audio (strikes peak near 0.5)
-
-    def __post_init__(self) -> None:
-        if set(self.clips) != set(DATASETS) or set(self.captions_per_clip) != set(DATASETS):
-            raise ValueError(f"clips and captions_per_clip need exactly {', '.join(DATASETS)}")
-        if min(self.clips.values()) < 10:
-            raise ValueError("each dataset needs at least 10 clips (every split needs one)")
-        if min(self.captions_per_clip.values()) < 2:
-            raise ValueError("captions_per_clip must be at least 2")
-        if self.frames < 8 or self.fps < 1 or self.frame_size < 32:
-            raise ValueError("need frames >= 8, fps >= 1, frame_size >= 32")
-
-    @property
-    def duration(self) -> float:
-        return self.frames / self.fps
 
 
 @dataclass(frozen=True)
