@@ -161,7 +161,7 @@ def test_under_the_real_profile_user_features_become_the_feature_sets(tmp_path):
 def test_word2vecs_binary_file_is_read_for_the_words_used(tmp_path):
     from gensim.models import KeyedVectors
 
-    from crossmodal.stages.word_vectors import read_binary_vectors
+    from crossmodal.stages.word2vec import read_binary_vectors
 
     vectors = KeyedVectors(3)
     vectors.add_vectors(["ball", "rolls", "cube"], np.arange(9, dtype=np.float32).reshape(3, 3))

@@ -131,9 +131,9 @@ def spine_stages(cfg: Config) -> dict:
     if False in vectors:
         stages["word_vectors"] = word_vectors_stage(tasks)
     if True in vectors:
-        stages["word2vec"] = _stage("python -m crossmodal word-vectors --vectors word2vec", ["profile", "word2vec"],
+        stages["word2vec"] = _stage("python -m crossmodal word2vec", ["profile", "word2vec"],
                                     [*video_annotations(cfg), paths.VIDEO, paths.raw("word2vec"),
-                                     *stage_code("word_vectors")], [str(paths.WORD2VEC)])
+                                     *stage_code("word2vec")], [str(paths.WORD2VEC)])
     stages["reference_points"] = _stage(
         "python -m crossmodal reference-points", ["profile"],
         [world, raw / "karpathy", paths.CAPTIONS / "references", *stage_code("reference_points")], [],
@@ -189,7 +189,7 @@ def word_vectors_stage(tasks: set[str]) -> dict:
     `tasks` (their processed word lists restrict GloVe under the real profile)."""
     text = {"vqa": [paths.VQA_WORLD / "v2_OpenEnded_mscoco_train2014_questions.json", paths.VQA],
             "grounding": [paths.GROUNDING_WORLD, paths.GROUNDING]}  # (data/vqa.py questions_file)
-    return _stage("python -m crossmodal word-vectors --vectors glove", ["profile", "word_vectors"],
+    return _stage("python -m crossmodal word-vectors", ["profile", "word_vectors"],
                   [paths.DATASET_JSON, *(p for task in sorted(tasks) for p in text.get(task, [])), paths.raw("glove"),
                    *stage_code("word_vectors")], [str(paths.WORD_VECTORS)])
 
