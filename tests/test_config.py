@@ -54,6 +54,11 @@ def test_repository_params_load():
          "'xlan.systems.a_seed1' is the name of a seed copy of 'a' (seeds: 2)"),
         ({"xlan": {"systems": {"a": BASE, "s": {"objective": "scst", "init": "a", "seeds": 2}}}},
          "'xlan.systems.s_seed1.init' is 'a_seed1', not a cross-entropy system (a seed copy of 'xlan.systems.s.seeds'"),
+        ({"xlan": {"systems": {"a": {**BASE, "beam_size": 0}}}}, "'xlan.systems.a': beam_size is a captioning"),
+        ({"xlan": {"systems": {"a": BASE, "s": {"objective": "scst", "init": "a", "beam_size": 5}}}},
+         "'xlan.systems.s.beam_size': an scst system uses the model of its init"),
+        ({"xlan": {"systems": {"a": BASE, "b": {"of": "a", "beam_size": 5}},
+                   "ensembles": {"e": {"members": ["a", "b"]}}}}, "'xlan.ensembles.e.members' decode with different"),
     ],
 )
 def test_bad_params_name_the_key(data, message):
@@ -93,6 +98,15 @@ def test_a_derived_entry_changes_only_its_own_knobs():
     assert a.train.seed == 0 and c.model_args == {"heads": 2} and c.train.seed == 3
     assert cfg.chain("c") == ["c", "b", "a"] and cfg.model_of("t") == c and cfg.model_of("s") == b
     assert (t.objective, t.init, t.train.lr) == ("scst", "c", 1e-5)
+
+
+def test_a_system_decodes_with_its_own_beam_else_the_shared_one_and_its_continuations_with_its_models():
+    cfg = build(Config, {"vocabularies": {"min5": {}}, "evaluation": {"beam_size": 3}, "xlan": {
+        "systems": {"a": BASE, "b": {"of": "a", "beam_size": 5}, "c": {"of": "b", "train": {"seed": 1}},
+                    "s": {"objective": "scst", "init": "b"}},
+        "ensembles": {"e": {"members": ["b", "c"]}}}})
+    assert [cfg.beam_size(n) for n in ("a", "b", "c", "s", "e")] == [3, 5, 5, 5, 5]
+    assert "xlan.systems.b.beam_size" in cfg.model_sources("s")  # the continuation's stage depends on the key
 
 
 def test_tuple_and_float_fields_are_converted():

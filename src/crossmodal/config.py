@@ -482,8 +482,12 @@ class SystemConfig:
     model_args: dict = field(default_factory=dict)
     train: TrainConfig = field(default_factory=TrainConfig)
     init: str | None = None
+    beam_size: int | None = None  # test decoding's beam, where its paper's differs from `evaluation.beam_size`
 
     def __post_init__(self) -> None:
+        if self.beam_size is not None and (self.beam_size < 1 or self.task != "captioning"):
+            raise ValueError(f"beam_size is a captioning system's beam width (at least 1), not {self.beam_size!r} "
+                             f"on a {self.task} system")
         if self.objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, not {self.objective!r}")
         if self.task not in TASKS:
@@ -528,7 +532,7 @@ PROFILES = ("synthetic", "real")
 REAL_DATA = "COCO 2014 (Karpathy split), bottom-up-attention features"  # what the real profile trains on
 PAPERS = ("baselines", "aoanet", "xlan", "eta", "hoca", "ban")  # baselines: systems several papers' tables share
 PAPER_KEY = "paper"  # a block of paper-scale overrides, applied under `profile: real` (apply_profile)
-MODEL_KEYS = ("model", "vocabulary", "inputs", "model_args")  # an scst system takes these from its `init`
+MODEL_KEYS = ("model", "vocabulary", "inputs", "model_args", "beam_size")  # an scst system takes these from its `init`
 ENTRY_KINDS = ("systems", "recipes")  # the entries `of` may name; recipes train nothing
 SEEDS_KEY = "seeds"  # `seeds: n` on a system: it and n - 1 reseeded copies (`expand_seeds`)
 ENTRY_ONLY = ("of", PAPER_KEY, SEEDS_KEY)  # keys of an entry that are not values of the system it states
@@ -692,6 +696,8 @@ class Config:
                 raise ValueError(f"'{where}.members' feed one named input from different feature sets")
             if len({self._systems[m].objective for m in ensemble.members}) > 1:
                 raise ValueError(f"'{where}.members' mix cross-entropy and SCST systems")
+            if len({self.model_of(m).beam_size for m in ensemble.members}) > 1:
+                raise ValueError(f"'{where}.members' decode with different beam widths (`beam_size`)")
 
     # ---- systems and their derivation
 
@@ -818,6 +824,12 @@ class Config:
     def model_of(self, name: str) -> SystemConfig:
         """The config of `model_name(name)`: model, vocabulary, inputs, model_args."""
         return self._systems[self.model_name(name)]
+
+    def beam_size(self, name: str) -> int:
+        """The beam that decodes system or ensemble `name` on test: its model's `beam_size`, else the shared
+        `evaluation.beam_size` (members of an ensemble share theirs)."""
+        first = self.ensembles()[name].members[0] if name not in self._systems else name
+        return self.model_of(first).beam_size or self.evaluation.beam_size
 
     def ensemble_inputs(self, name: str) -> dict[str, str]:
         """The named inputs an ensemble's members read, united: {input: feature set} (they agree where shared)."""

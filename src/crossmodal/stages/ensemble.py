@@ -19,7 +19,7 @@ def run(cfg, root: Path, args) -> None:
     if name not in ensembles:
         raise InputError(f"unknown ensemble {name!r}; params.yaml declares: {', '.join(sorted(ensembles))}")
     members = ensembles[name].members
-    params = {"ensemble": name, "members": ",".join(members), "evaluation.beam_size": cfg.evaluation.beam_size}
+    params = {"ensemble": name, "members": ",".join(members), "beam_size": cfg.beam_size(name)}
     with Run(cfg.stage(name), params, run_name=name) as run:
         from ..metrics.captions import evaluate_captions, start_meteor
         from ..models.ensemble import Ensemble
@@ -38,7 +38,7 @@ def run(cfg, root: Path, args) -> None:
             model = build_model(cfg.where(cfg.model_name(member)), cfg.model_of(member), len(data.words), data.dims)
             models.append(load_state(model, saved.get("state_dict", {}), path, member).to(device))
         ev, refs = cfg.evaluation, data.refs["test"]
-        predictions = decode_split(Ensemble(models), data.inputs["test"], data.words, ev.beam_size, ev.max_length,
+        predictions = decode_split(Ensemble(models), data.inputs["test"], data.words, cfg.beam_size(name), ev.max_length,
                                    ev.batch_size)
         metrics = write_captions(cfg, root, name, run, refs, {
             "variant": name, "model": "+".join(dict.fromkeys(cfg.model_of(m).model for m in members)), "objective": cfg.systems()[members[0]].objective,

@@ -25,7 +25,7 @@ def run(cfg, root: Path, args) -> None:
         argv = (["--params", args.params] if args.params else []) + ["train", "--system", name]
         raise SystemExit(distributed.launch(cfg.compute, argv))
     params = {"system": name, **flatten(systems[name], cfg.where(name)),
-              "evaluation.beam_size": cfg.evaluation.beam_size}
+              **({"beam_size": cfg.beam_size(name)} if systems[name].task == "captioning" else {})}
     if systems[name].init is not None:  # the model it continues
         params.update(flatten(cfg.model_of(name), cfg.where(systems[name].init)))
     with (distributed.process_group(cfg.compute) as group,

@@ -127,8 +127,8 @@ class Captioning(Task):
 
     def test(self, model) -> dict:
         ev = self.cfg.evaluation
-        predictions = decode_split(model, self.data.inputs["test"], self.words, ev.beam_size, ev.max_length,
-                                   ev.batch_size)
+        predictions = decode_split(model, self.data.inputs["test"], self.words, self.cfg.beam_size(self.name),
+                                   ev.max_length, ev.batch_size)
         return {"predictions": predictions, "test": evaluate_captions(predictions, self.data.refs["test"])}
 
     def data_files(self) -> list[Path]:
