@@ -1,16 +1,22 @@
-"""End to end: the whole pipeline with `dvc repro` on a tiny profile, on this module's copy of the shared tiny
-pipeline run (tests/tiny_pipeline.py; test_pipeline_e2e_runs.py works on another copy beside it).
+"""End to end: the whole pipeline with `dvc repro` on a tiny profile in a temporary copy of the repository.
 
-Outputs and tables exist and carry numbers; every stage ran exactly the code it depends on (an import trace of each
-stage process against its dvc.yaml deps); a second repro does nothing; a new model file, a runtime param, a changed
-model file or a changed param rerun exactly what they should.
+One module-scoped `dvc repro` feeds every test here (and pytest-xdist keeps the module on one worker): outputs
+and tables exist and carry numbers; every stage ran exactly the code it depends on (an import trace of each stage
+process against its dvc.yaml deps); a second repro does nothing; a new model file, a runtime param or a
+changed model file rerun exactly what they should; training resumed after a crash reaches the same metrics;
+queued experiments land in MLflow; and bad input fails with one line and a non-zero status.
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
+import shutil
 import sqlite3
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -20,17 +26,143 @@ import yaml
 
 from crossmodal.environment import summary
 
-from tiny_pipeline import SEEDS, Built, UPDOWN_FAMILY, addresses, built_copy, commit_all, ran_stages, run, set_params
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+TRACE_HOOK = Path(__file__).resolve().parent / "import_trace"
+
+TINY = {
+    "world": {"images": {"train": 60, "val": 12, "test": 12}, "image_size": 64},
+    "backbone": {"epochs": 2, "channels": 16, "feature_dim": 32},
+    "grid": {"size": 3},
+    "attributes": {"words": 12, "top_k": 4, "hidden_dim": 16, "epochs": 1},
+    "vqa": {"world": {"questions_per_image": 3}, "min_answer_count": 2},
+    "word_vectors": {"dim": 16, "epochs": 2},
+    "word2vec": {"dim": 16, "epochs": 2},
+    "video": {"world": {"clips": {"msvd": 10, "msrvtt": 10}, "captions_per_clip": {"msvd": 3, "msrvtt": 2},
+                        "frames": 8, "frame_size": 32},
+              "features": {"frames_per_clip": 4, "chunk_frames": 4, "dims": {"frames": 8, "motion": 8, "audio": 8},
+                           "channels": 4, "epochs": 1}},
+    "vocabularies": {"min5": {"min_word_count": 2}, "min6": {"min_word_count": 2},
+                     "msvd": {"min_word_count": 1}, "msrvtt": {"min_word_count": 1}},
+    "hoca_figures": {"rank_sweep": ["l_hoca_ubt_msvd"], "full": "l_hoca_ubt_msvd", "curves": ["l_hoca_ubt_msvd"],
+                     "maf": ["l_hoca_ubt_msvd"]},
+    "hoca_cost": {"rows": {"cost_l_hoca_ubt": "l_hoca_ubt_msvd"}, "model_args": {"hidden_dim": 24}, "batch_size": 4},
+}
+TINY_BAN = {"model_args": {"embed_dim": 16, "hidden_dim": 16, "glimpses": 2, "word_vectors": True, "counter": True},
+            "train": {"max_epochs": 1, "patience": 0, "batch_size": 32}}
+TINY_GROUNDING = {"model_args": {"embed_dim": 16, "hidden_dim": 16, "word_vectors": True},
+                  "train": {"max_epochs": 1, "patience": 0, "batch_size": 32}}
+TINY_ETA_TRAIN = {"max_epochs": 1, "patience": 0, "batch_size": 10}
+TINY_HOCA = {"model_args": {"embed_dim": 16, "hidden_dim": 16, "att_dim": 16, "steps": dict.fromkeys(
+    ("frames", "motion", "audio"), 4)}, "train": {"max_epochs": 1, "patience": 0, "batch_size": 4}}
+TINY_UPDOWN_ARGS = {"embed_dim": 32, "hidden_dim": 32, "att_hidden_dim": 32}
+TINY_UPDOWN_TRAIN = {"max_epochs": 6, "patience": 0, "batch_size": 10, "lr": 0.01, "step_size": 100}  # fixed epochs
+TINY_SCST_TRAIN = {"max_epochs": 2, "patience": 0, "batch_size": 10, "lr": 0.001}
+SEEDS = [f"updown_seed{k}" for k in (1, 2, 3)]
+UPDOWN_FAMILY = ["updown", *SEEDS, "updown_scst", "updown_ensemble"]  # the systems whose network is Up-Down's
+
+
+def _env(repo: Path) -> dict:
+    env = dict(os.environ)
+    env["PATH"] = f"{BIN}{os.pathsep}{env['PATH']}"
+    env["PYTHONPATH"] = f"{repo / 'src'}{os.pathsep}{TRACE_HOOK}"
+    env["CROSSMODAL_PROGRESS"] = "0"
+    env.pop("DVC_ROOT", None)
+    return env
+
+
+def run(repo: Path, *args: str, check: bool = True, trace: Path | None = None) -> subprocess.CompletedProcess:
+    env = _env(repo) if trace is None else {**_env(repo), "CROSSMODAL_IMPORT_TRACE": str(trace)}
+    proc = subprocess.run(list(args), cwd=repo, env=env, capture_output=True, text=True, timeout=600)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def _merge(base: dict, override: dict) -> dict:
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            _merge(base[key], value)
+        else:
+            base[key] = value
+    return base
+
+
+def set_params(repo: Path, override: dict) -> None:
+    path = repo / "params.yaml"
+    path.write_text(yaml.safe_dump(_merge(yaml.safe_load(path.read_text()), override), sort_keys=False))
+
+
+def copy_pipeline(repo: Path) -> Path:
+    """The pipeline's code, stages, params and DVC config in a fresh directory (no data, no results)."""
+    repo.mkdir(parents=True)
+    for name in ("src", "dvc.yaml", "pipelines", "params.yaml", ".dvcignore", ".gitignore",
+                 "benchmarks/results/spread.json"):  # the cross-CPU spread the claims page cites
+        src = ROOT / name
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, repo / name)
+    (repo / ".dvc").mkdir()
+    shutil.copy(ROOT / ".dvc" / "config", repo / ".dvc" / "config")
+    shutil.copy(ROOT / ".dvc" / ".gitignore", repo / ".dvc" / ".gitignore")
+    return repo
+
+
+def commit_all(repo: Path, message: str) -> None:
+    run(repo, "git", "-c", "user.email=t@t", "-c", "user.name=t", "add", "-A")
+    run(repo, "git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", message)
+
+
+def tiny_params(params: dict) -> dict:
+    """Up-Down, three reseeded members, their ensemble, SCST continuing it and Att2in (which shares Up-Down's recipe,
+    `lstm_xe`, but not its code, and states its own epochs and learning rate), all tiny; the AoANet and X-LAN
+    tables that show them."""
+    base, recipes = params["baselines"]["systems"], params["recipes"]
+    params["recipes"] = {"lstm_xe": _merge(recipes["lstm_xe"], {"train": TINY_UPDOWN_TRAIN}),
+                         "scst": _merge(recipes["scst"], {"train": TINY_SCST_TRAIN})}
+    systems = {
+        "att2in": _merge(base["att2in"], {"model_args": TINY_UPDOWN_ARGS, "train": {"max_epochs": 2, "lr": 0.02}}),
+        "updown": _merge(base["updown"], {"model_args": TINY_UPDOWN_ARGS}),
+        **{name: {"of": "updown", "train": {"seed": k, "max_epochs": 2}} for k, name in enumerate(SEEDS, 1)},
+        "updown_scst": _merge(base["updown_scst"], {"train": {"lr": 0.001}}),  # a key of its own to change
+    }
+    for entry in systems.values():  # the members are stated, with epochs of their own (`seeds: n` copies are not)
+        entry.pop("seeds", None)
+    params["baselines"] = {"systems": systems, "ensembles": {"updown_ensemble": {"members": ["updown", *SEEDS]}}}
+    params["aoanet"] = {"tables": params["aoanet"]["tables"]}
+    params["xlan"] = {"tables": ["xlan_table3"]}
+    eta = params["eta"]["recipes"]["eta_xe"]  # ETA on both of its inputs and Transformer_s, late-fused
+    eta = _merge(eta, {"model_args": {"dim": 16, "heads": 2, "ffn_dim": 32}, "train": TINY_ETA_TRAIN})
+    params["eta"] = {"tables": ["eta_table2"], "systems": {
+        "eta": {**eta, "inputs": {"regions": "grid", "attributes": "attributes"}},  # Table 4's ETA
+        "transformer_s": {"of": "eta", "model_args": {"mode": "semantic"}, "inputs": {"attributes": "attributes"}}},
+        "ensembles": {"eta_and_ts": {"members": ["eta", "transformer_s"]}}}
+    ban = _merge(params["ban"]["recipes"]["ban_vqa"], TINY_BAN)  # BAN-Glove-Counter: VQA, word vectors, counter
+    grounding = _merge(params["ban"]["recipes"]["ban_flickr_recipe"], TINY_GROUNDING)  # BAN on the grounding world
+    params["ban"] = {"tables": ["ban_testdev", "ban_flickr_recall"],
+                     "systems": {"ban_8_glove_counter": ban, "ban_flickr": grounding}}
+    hoca = params["hoca"]["recipes"]  # L-HOCA-UBT on the MSVD-like clips: its figures and a cost row
+    hoca = _merge({**hoca["hoca_xe"], **{k: v for k, v in hoca["hoca_msvd"].items() if k != "of"}}, TINY_HOCA)
+    params["hoca"] = {"tables": ["hoca_table1", "hoca_table3"], "systems": {"l_hoca_ubt_msvd": hoca}}
+    params["hoca_cost"]["rows"] = {}  # TINY's one row replaces the paper's three
+    return _merge(params, TINY)
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory) -> Built:
-    return built_copy(tmp_path_factory, "pipeline")
+def traces(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("import-trace")
 
 
 @pytest.fixture(scope="module")
-def repo(built) -> Path:
-    return built.repo
+def repo(tmp_path_factory, traces) -> Path:
+    repo = copy_pipeline(tmp_path_factory.mktemp("pipeline") / "repo")
+    params = tiny_params(yaml.safe_load((repo / "params.yaml").read_text()))
+    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    run(repo, sys.executable, "-m", "crossmodal", "pipelines")
+    run(repo, "git", "init", "-q")
+    commit_all(repo, "tiny")
+    run(repo, "dvc", "repro", trace=traces)
+    commit_all(repo, "repro")
+    return repo
 
 
 def stages(repo: Path) -> dict[str, dict]:
@@ -53,12 +185,12 @@ def _closure_files(repo: Path, stage: dict) -> dict[str, str]:
     return {f: md5 for md5, f in (line.split("  ") for line in (repo / listing).read_text().splitlines())}
 
 
-def test_every_stage_depends_on_exactly_the_code_it_runs(repo, built):
+def test_every_stage_depends_on_exactly_the_code_it_runs(repo, traces):
     """The import trace of each stage process against the code its stage depends on (its closure's file, which
     lists each file with its MD5): nothing missing, and nothing listed that the stage never imports (but the real
     profile's readers). The `code` stage depends on the files it lists and those it runs, no other."""
     by_cmd, checked, listed, ran_by_cmd = stages(repo), set(), set(), {}
-    for trace in built.traces.glob("*.json"):
+    for trace in traces.glob("*.json"):
         record = json.loads(trace.read_text())
         if not record["argv"][0].endswith("crossmodal/__main__.py"):  # DVC itself, git hooks
             continue
@@ -67,7 +199,7 @@ def test_every_stage_depends_on_exactly_the_code_it_runs(repo, built):
             argv = argv[argv.index("hoca-cost"):argv.index("--measure")]
         cmd = "python -m crossmodal " + " ".join(argv)
         ran_by_cmd.setdefault(cmd, set()).update(
-            Path(f).resolve().relative_to(built.built.resolve()).as_posix() for f in record["files"])
+            Path(f).resolve().relative_to(repo.resolve()).as_posix() for f in record["files"])
     for cmd, ran in ran_by_cmd.items():
         stage = by_cmd[cmd]
         checked.add(cmd)
@@ -234,6 +366,10 @@ def test_second_repro_does_nothing(repo):
 TABLES = ["pipelines/aoanet/dvc.yaml:tables", "index", "pipelines/xlan/dvc.yaml:tables"]  # X-LAN's: Up-Down only
 
 
+def _in(paper: str, *names: str) -> list[str]:
+    return [f"pipelines/{paper}/dvc.yaml:{n}" for n in names]
+
+
 def test_a_new_model_file_and_the_runtime_params_rerun_nothing(repo):
     """No stage imports a model it does not train, and `runtime` (threads, progress bars, lazy reading, loader
     workers) is no stage's dependency: the `params` stage, which reads params.yaml whole, writes every values file
@@ -244,7 +380,7 @@ def test_a_new_model_file_and_the_runtime_params_rerun_nothing(repo):
     values = {p: p.read_bytes() for p in (repo / "data/params").rglob("*.json")}
     try:
         assert _stages_changed(run(repo, "dvc", "status").stdout) == ["params"]
-        assert ran_stages(run(repo, "dvc", "repro").stdout) == ["params"]
+        assert _stages_run(run(repo, "dvc", "repro").stdout) == ["params"]
         assert {p: p.read_bytes() for p in (repo / "data/params").rglob("*.json")} == values
     finally:
         new_model.unlink()
@@ -260,7 +396,7 @@ def test_editing_one_model_file_changes_only_its_systems(repo):
     try:
         assert _stages_changed(run(repo, "dvc", "status").stdout) == ["code"]
         run(repo, "dvc", "repro", "code")
-        assert _stages_changed(run(repo, "dvc", "status").stdout) == sorted(addresses("baselines", *UPDOWN_FAMILY))
+        assert _stages_changed(run(repo, "dvc", "status").stdout) == sorted(_in("baselines", *UPDOWN_FAMILY))
     finally:
         run(repo, "git", "checkout", str(model))
         run(repo, "dvc", "repro", "code")
@@ -291,7 +427,7 @@ def test_changing_a_recipe_key_reruns_every_system_on_it_but_one_that_overrides_
     assert "changed" not in run(repo, "dvc", "status").stdout
     set_params(repo, {"recipes": {"lstm_xe": {"train": {"lr": 0.005}}}})
     try:
-        assert _params_changed(repo) == sorted(addresses("baselines", "updown", *SEEDS))
+        assert _params_changed(repo) == sorted(_in("baselines", "updown", *SEEDS))
         assert "recipes.lstm_xe.train.lr" in run(repo, "dvc", "params", "diff").stdout
     finally:
         _restore_params(repo)
@@ -304,7 +440,7 @@ def test_a_value_stated_at_a_new_key_reruns_the_systems_that_take_it(repo):
     set_params(repo, {"baselines": {"systems": {"updown": {"train": {"lr": 0.005}}}}})
     try:
         assert run(repo, sys.executable, "-m", "crossmodal", "pipelines", "--check").returncode == 0
-        assert _params_changed(repo) == sorted(addresses("baselines", "updown", *SEEDS))
+        assert _params_changed(repo) == sorted(_in("baselines", "updown", *SEEDS))
         values = json.loads((repo / "data/params/baselines/updown_seed2.json").read_text())
         assert values["baselines.systems.updown.train"] == {"lr": 0.005}  # its only key there: the mapping
         assert "recipes.lstm_xe.train.lr" not in values and "recipes.lstm_xe.train" not in values
@@ -319,10 +455,232 @@ def test_changing_one_system_param_reruns_only_it_its_continuations_and_tables(r
     assert "changed" not in run(repo, "dvc", "status").stdout
     set_params(repo, {"baselines": {"systems": {"updown_seed1": {"train": {"max_epochs": 3}}}}})
     out = run(repo, "dvc", "repro").stdout
-    assert ran_stages(out) == sorted(["code", "params", *addresses("baselines", "updown_seed1", "updown_ensemble"),
+    assert _stages_run(out) == sorted(["code", "params", *_in("baselines", "updown_seed1", "updown_ensemble"),
                                        "index"]), out
     set_params(repo, {"baselines": {"systems": {"updown_scst": {"train": {"lr": 0.002}}}}})
     out = run(repo, "dvc", "repro").stdout
-    assert ran_stages(out) == sorted(["code", "params", *addresses("baselines", "updown_scst"), *TABLES[:2]]), out
+    assert _stages_run(out) == sorted(["code", "params", *_in("baselines", "updown_scst"), *TABLES[:2]]), out
     assert "CIDEr" in run(repo, "dvc", "metrics", "diff").stdout
     commit_all(repo, "member epochs, scst lr")
+
+
+def _stages_run(out: str) -> list[str]:
+    return sorted(line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage"))
+
+
+@pytest.mark.parametrize("name", ["updown", "updown_scst"])
+def test_training_resumed_after_a_crash_reaches_the_same_metrics(repo, monkeypatch, name):
+    from crossmodal import config
+    from crossmodal.training.trainer import Trainer as cls
+
+    cfg = config.load(repo / "params.yaml")
+    shutil.rmtree(repo / "data/checkpoints", ignore_errors=True)
+    straight = cls(cfg, name, repo, progress=False).run()
+
+    shutil.rmtree(repo / "data/checkpoints")
+    original = cls.train_epoch
+
+    def crash_in_second_epoch(self, epoch):
+        if epoch == 1:
+            raise KeyboardInterrupt("killed")
+        return original(self, epoch)
+
+    monkeypatch.setattr(cls, "train_epoch", crash_in_second_epoch)
+    with pytest.raises(KeyboardInterrupt):
+        cls(cfg, name, repo, progress=False).run()
+    monkeypatch.setattr(cls, "train_epoch", original)
+    resumed = cls(cfg, name, repo, progress=False).run()
+    assert resumed["history"] == straight["history"]
+    assert resumed["predictions"] == straight["predictions"]
+    assert resumed["test"] == straight["test"]
+
+
+def test_a_run_killed_inside_a_patience_window_resumes_to_the_same_stop(repo, tmp_path, monkeypatch):
+    """Early stopping (patience 2): killed in the first epoch after the best one, the resumed run still stops two
+    epochs after the best, before its cap, with the same curve, model and test metrics."""
+    from crossmodal import config
+    from crossmodal.training.trainer import Trainer as cls
+
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    params["baselines"]["systems"]["updown"]["train"] = {"max_epochs": 20, "patience": 2}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    cfg = config.load(tmp_path / "params.yaml")
+    shutil.rmtree(repo / "data/checkpoints", ignore_errors=True)
+    straight = cls(cfg, "updown", repo, progress=False).run()
+    best, epochs = straight["best_epoch"], len(straight["history"])
+    assert epochs == best + 2 < 20, (best, epochs)  # it stopped by patience, not by its cap
+
+    shutil.rmtree(repo / "data/checkpoints")
+    original = cls.train_epoch
+
+    def crash_inside_the_window(self, epoch):
+        if epoch == best:  # the first epoch after the best (0-based)
+            raise KeyboardInterrupt("killed")
+        return original(self, epoch)
+
+    monkeypatch.setattr(cls, "train_epoch", crash_inside_the_window)
+    with pytest.raises(KeyboardInterrupt):
+        cls(cfg, "updown", repo, progress=False).run()
+    monkeypatch.setattr(cls, "train_epoch", original)
+    resumed = cls(cfg, "updown", repo, progress=False).run()
+    assert resumed["history"] == straight["history"] and resumed["best_epoch"] == best
+    assert resumed["predictions"] == straight["predictions"] and resumed["test"] == straight["test"]
+    shutil.rmtree(repo / "data/checkpoints")
+
+
+def test_scst_without_its_cross_entropy_model_fails_with_one_line(repo):
+    model = repo / "data/models/updown/model.pt"
+    backup = model.read_bytes()
+    try:
+        model.unlink()
+        proc = run(repo, sys.executable, "-m", "crossmodal", "train", "--system", "updown_scst", check=False)
+        assert proc.returncode == 2
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and "missing file" in lines[0], proc.stderr
+        assert "dvc repro pipelines/baselines/dvc.yaml:updown" in lines[0], proc.stderr
+    finally:
+        model.write_bytes(backup)
+
+
+@pytest.mark.parametrize("damage, expected", [
+    ("truncate_features", "is truncated or not HDF5"),
+    ("remove_features", "missing region feature file"),
+])
+def test_bad_feature_file_fails_with_one_line_and_no_output(repo, damage, expected):
+    features = repo / "data/features/regions.h5"
+    backup = features.read_bytes()
+    metrics = repo / "reports/metrics/updown.json"
+    before = metrics.read_bytes()
+    try:
+        if damage == "truncate_features":
+            features.write_bytes(backup[: len(backup) // 2])
+        else:
+            features.unlink()
+        proc = run(repo, sys.executable, "-m", "crossmodal", "train", "--system", "updown", check=False)
+        assert proc.returncode == 2
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0], proc.stderr
+        assert metrics.read_bytes() == before
+    finally:
+        features.write_bytes(backup)
+
+
+def test_missing_image_fails_with_one_line(repo):
+    image = next((repo / "data/raw/image_world/images/train").glob("*.png"))
+    backup = image.read_bytes()
+    try:
+        image.unlink()
+        proc = run(repo, sys.executable, "-m", "crossmodal", "extract-regions", check=False)
+        assert proc.returncode == 2
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and image.name in lines[0], proc.stderr
+    finally:
+        image.write_bytes(backup)
+
+
+def test_queued_experiments_both_land_in_mlflow_and_leave_the_workspace_alone(repo):
+    from mlflow.tracking import MlflowClient
+
+    model = repo / "data/models/att2in/model.pt"
+    before = model.stat().st_mtime_ns
+    for lr in ("0.01", "0.005"):  # att2in states its own lr (0.02)
+        run(repo, "dvc", "exp", "run", "--queue", "-S", f"baselines.systems.att2in.train.lr={lr}")
+    run(repo, "dvc", "queue", "start", "-j", "2")
+    deadline = time.time() + 480
+    while time.time() < deadline:
+        status = run(repo, "dvc", "queue", "status").stdout
+        if "Queued" not in status and "Running" not in status:
+            break
+        if "Queued" in status and "0 active" in status:  # DVC's worker can exit with tasks left (dvc#10562)
+            run(repo, "dvc", "queue", "start", "-j", "2")
+        time.sleep(5)
+    assert status.count("Success") == 2, status
+    client = MlflowClient(f"sqlite:///{repo / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("crossmodal-repro")
+    runs = [r for r in client.search_runs([experiment.experiment_id]) if r.data.tags.get("dvc.exp_name") != "workspace"]
+    assert [r.data.tags["dvc.stage"] for r in runs] == ["pipelines/baselines/dvc.yaml:att2in"] * 2  # nothing else
+    assert sorted(r.data.params["baselines.systems.att2in.train.lr"] for r in runs) == ["0.005", "0.01"]
+    assert all(r.info.status == "FINISHED" and "test_CIDEr" in r.data.metrics for r in runs)
+    assert model.stat().st_mtime_ns == before
+    shown = run(repo, "dvc", "exp", "show", "--csv").stdout
+    assert shown.count("baselines.systems.att2in.train.lr") == 1 and "0.005" in shown and "0.01" in shown
+
+
+REAL_SOURCES = ("karpathy", "coco_captions", "butd_adaptive")  # what the captioning pipeline fetches
+PAPER_ARGS = {"embed_dim": 16, "hidden_dim": 16, "att_hidden_dim": 16}  # stand-in for the paper's sizes
+
+
+def test_real_profile_downloads_converts_and_trains_the_world_served_in_the_published_formats(repo, tmp_path):
+    """The real-data path without the internet: the tiny world exported as the publishers' archives, served on
+    127.0.0.1, downloaded, extracted and converted by the same stages, then trained for one epoch. The converted
+    captions, references and features must equal those the synthetic profile built from the same world."""
+    from loopback_http import LoopbackHTTPServer
+
+    from crossmodal.data.captions import load_labels, load_vocabulary
+    from crossmodal.data.coco import read_coco_captions
+    from crossmodal.data.regions import RegionFeatures
+    from crossmodal.worlds.export_real import export_real_formats
+
+    archives = export_real_formats(repo / "data/raw/image_world", repo / "data/features/regions.h5", tmp_path / "www")
+    real = copy_pipeline(tmp_path / "real")
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    params["profile"] = "real"
+    params["baselines"] = {"systems": {"updown": {**params["baselines"]["systems"]["updown"], "paper": {
+        "model_args": PAPER_ARGS, "train": {**TINY_UPDOWN_TRAIN, "max_epochs": 1}}}}}
+    params["runtime"]["paper"] = {"lazy_features": True, "loader_workers": 1}
+    params["regions"]["published_boxes"] = [1, 100]  # the world has 3-10 boxes, not the published 10-100
+    (real / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    run(real, "git", "init", "-q")
+    with LoopbackHTTPServer(tmp_path / "www") as base:
+        set_params(real, {"datasets": {name: {"files": [{"url": f"{base}/{archives[name].name}", "extract": True}]}
+                                       for name in REAL_SOURCES}})
+        run(real, sys.executable, "-m", "crossmodal", "pipelines")
+        commit_all(real, "real profile on loopback")
+        out = run(real, "dvc", "repro", "pipelines/baselines/dvc.yaml:updown").stdout
+    assert _stages_run(out) == sorted(["code", "params", "download-karpathy", "download-coco_captions", "download-butd_adaptive",
+                                       "download-butd_fixed36", "synthesize", "prepro_captions",
+                                       "pretrain_backbone", "extract_regions", *_in("baselines", "updown")]), out
+    for name in REAL_SOURCES:
+        manifest = json.loads((real / f"data/raw/{name}/MANIFEST.json").read_text())
+        assert manifest["fetched"] and (real / f"data/raw/{name}/SHA256SUMS").read_text().split()[1] == archives[name].name
+    assert not json.loads((real / "data/raw/butd_fixed36/MANIFEST.json").read_text())["fetched"]  # fetch: false
+    assert json.loads((real / "data/raw/image_world/PROFILE.json").read_text())["profile"] == "real"
+
+    ours, theirs = repo / "data/processed/captions", real / "data/processed/captions"
+    for vocabulary in ("min5", "min6"):
+        assert load_vocabulary(theirs / vocabulary / "vocab.json") == load_vocabulary(ours / vocabulary / "vocab.json")
+        for split in ("train", "val", "test"):
+            a, b = (load_labels(d / vocabulary / "labels.h5", split) for d in (ours, theirs))
+            assert np.array_equal(a.image_ids, b.image_ids) and np.array_equal(a.labels, b.labels)
+    for split in ("val", "test"):
+        refs = [read_coco_captions(d / f"references/captions_{split}.json") for d in (ours, theirs)]
+        assert refs[0] == refs[1]
+    with RegionFeatures(repo / "data/features/regions.h5") as a, RegionFeatures(real / "data/features/regions.h5") as b:
+        assert np.array_equal(a.ids, b.ids) and b.source == "bottom-up-attention tsv"
+        assert all(torch.equal(x, y) for x, y in zip(a.load_all(), b.load_all()))
+
+    metrics = json.loads((real / "reports/metrics/updown.json").read_text())
+    assert len(metrics["history"]) == 1 and metrics["test"]["CIDEr"] >= 0 and metrics["mlflow_run_id"]
+    saved = torch.load(real / "data/models/updown/model.pt", weights_only=False)
+    assert {k: saved["model"]["model_args"][k] for k in PAPER_ARGS} == PAPER_ARGS  # the paper block applied
+    qualitative = (real / "data/predictions/updown/qualitative.md").read_text()
+    assert "COCO 2014" in qualitative and "(`images/test/synth_test_" in qualitative  # paths a reader can open
+
+    # the server is gone: downloaded files are verified and accepted without any network...
+    assert "Running stage" in run(real, "dvc", "repro", "-f", "download-karpathy").stdout
+    # ...and a missing one fails at once, naming where a manual copy goes
+    (real / "data/raw/karpathy/caption_datasets.zip").unlink()
+    proc = run(real, "dvc", "repro", "-f", "download-karpathy", check=False)
+    assert proc.returncode != 0
+    error = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(error) == 1 and "connection refused" in error[0]
+    assert re.search(r"place it at \S*/data/raw/karpathy/caption_datasets\.zip", error[0]), error[0]
+
+
+def test_both_profiles_have_one_dag(repo, tmp_path):
+    other = copy_pipeline(tmp_path / "other")
+    shutil.copy(repo / "params.yaml", other / "params.yaml")
+    run(other, "git", "init", "-q")
+    synthetic = run(other, "dvc", "dag", "--dot").stdout
+    set_params(other, {"profile": "real"})
+    assert run(other, "dvc", "dag", "--dot").stdout == synthetic and "download-coco_captions" in synthetic
