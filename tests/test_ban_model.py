@@ -75,11 +75,9 @@ def test_every_parameter_gets_a_gradient(changes):
     assert not missing
 
 
-def test_learns_answers_that_need_question_and_objects():
+def red_or_blue() -> tuple[dict, torch.Tensor]:
     """Question word 2 asks "is there a red one?", word 3 "is there a blue one?"; one object per image is red or
-    blue. Answer 0 = yes, 1 = no: neither the question nor the objects alone tell."""
-    torch.manual_seed(0)
-    model = make(answers=2)
+    blue. Answer 0 = yes, 1 = no: neither the question nor the objects alone tell. (inputs, soft targets [4, 2])"""
     questions = torch.tensor([[2], [2], [3], [3]])
     regions = torch.zeros(4, 2, 5)
     regions[[0, 2], 0, 0] = 1.0  # red
@@ -88,7 +86,13 @@ def test_learns_answers_that_need_question_and_objects():
     mask = torch.ones(4, 2, dtype=torch.bool)
     inputs = {"question": Padded(questions, torch.ones(4, 1, dtype=torch.bool)), "regions": Padded(regions, mask),
               "boxes": Padded(torch.tensor([[0.1, 0.1, 0.4, 0.4], [0.5, 0.5, 0.9, 0.9]]).expand(4, 2, 4), mask)}
-    targets = torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.0, 1.0], [1.0, 0.0]])
+    return inputs, torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.0, 1.0], [1.0, 0.0]])
+
+
+def test_learns_answers_that_need_question_and_objects():
+    torch.manual_seed(0)
+    model = make(answers=2)
+    inputs, targets = red_or_blue()
     fit(model, inputs, targets, steps=150)
     assert model.eval()(inputs).argmax(1).tolist() == [0, 1, 1, 0]
 
