@@ -31,6 +31,7 @@ BIN = Path(sys.executable).parent
 TRACE_HOOK = Path(__file__).resolve().parent / "import_trace"
 
 TINY = {
+    "runtime": {"threads": 1},  # tiny tensors gain nothing from a second thread; the other pytest worker needs the core
     "world": {"images": {"train": 60, "val": 12, "test": 12}, "image_size": 64},
     "backbone": {"epochs": 2, "channels": 16, "feature_dim": 32},
     "grid": {"size": 3},
@@ -376,7 +377,7 @@ def test_a_new_model_file_and_the_runtime_params_rerun_nothing(repo):
     as it was."""
     new_model = repo / "src/crossmodal/models/newmodel.py"
     new_model.write_text("from .updown import UpDown\n\nMODEL = UpDown\n")
-    set_params(repo, {"runtime": {"threads": 1, "progress": False, "lazy_features": True, "loader_workers": 1}})
+    set_params(repo, {"runtime": {"threads": 2, "progress": False, "lazy_features": True, "loader_workers": 1}})
     values = {p: p.read_bytes() for p in (repo / "data/params").rglob("*.json")}
     try:
         assert _stages_changed(run(repo, "dvc", "status").stdout) == ["params"]
