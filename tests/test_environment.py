@@ -96,6 +96,7 @@ def test_two_runs_in_portable_mode_give_byte_identical_model_files(tmp_path):
     params["world"]["image_size"] = 64
     params["backbone"].update(epochs=2, channels=8, feature_dim=16)
     params["compute"]["portable"] = True
+    params["runtime"]["threads"] = 1  # as the tiny pipeline: the other pytest worker needs the core
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     env = _clean_env(CROSSMODAL_PROGRESS="0")
 

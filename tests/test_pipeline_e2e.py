@@ -29,6 +29,7 @@ from crossmodal.environment import summary
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 TRACE_HOOK = Path(__file__).resolve().parent / "import_trace"
+pytestmark = pytest.mark.usefixtures("one_thread")  # the in-process runs (resume, patience), as the stages
 
 TINY = {
     "runtime": {"threads": 1},  # tiny tensors gain nothing from a second thread; the other pytest worker needs the core
