@@ -38,8 +38,8 @@ def run(cfg, root: Path, args) -> None:
             model = build_model(cfg.where(cfg.model_name(member)), cfg.model_of(member), len(data.words), data.dims)
             models.append(load_state(model, saved.get("state_dict", {}), path, member).to(device))
         ev, refs = cfg.evaluation, data.refs["test"]
-        predictions = decode_split(Ensemble(models), data.inputs["test"], data.words, cfg.beam_size(name), ev.max_length,
-                                   ev.batch_size)
+        predictions = decode_split(Ensemble(models), data.inputs["test"], data.words, cfg.beam_size(name),
+                                   ev.max_length, ev.batch_size)
         metrics = write_captions(cfg, root, name, run, refs, {
             "variant": name, "model": "+".join(dict.fromkeys(cfg.model_of(m).model for m in members)), "objective": cfg.systems()[members[0]].objective,
             "members": list(members), "predictions": predictions, "test": evaluate_captions(predictions, refs)},
