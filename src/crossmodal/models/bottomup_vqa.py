@@ -3,12 +3,12 @@ Learnings from the 2017 Challenge", CVPR 2018; the 2017 challenge winner), the "
 of BAN's glimpse table: one question vector, one top-down (unitary) attention map over the detected objects, a
 joint embedding by element-wise product, and a classifier over the answers.
 
-Its equations (section 3 of the paper), with this module's layers:
+Its equations (the paper's section on the proposed model), with this module's layers:
 - gated tanh layer f_a(x) = tanh(W x + b) ∘ σ(W' x + b') (`GatedTanh`), the paper's non-linearity everywhere;
 - question: words embedded (`word_embed`, 300-d GloVe in the paper; `word_vectors: true` loads the stage
   word_vectors' file as BAN-Glove does), a GRU (`question`, 512 units in the paper); q is its state after the last
   real word (the question's length from its mask; the paper pads and cuts to 14 words);
-- image features v_i, each L2-normalised (§3, "image features normalisation");
+- image features v_i, each L2-normalised, as the paper does before the attention;
 - top-down attention: a_i = w_aᵀ f_a([v_i, q]) (`attention`, `attention_score`), α = softmax over the objects,
   padded objects masked; v̂ = Σ_i α_i v_i;
 - joint embedding: h = f_q(q) ∘ f_v(v̂) (`question_proj`, `image_proj`);
@@ -16,11 +16,13 @@ Its equations (section 3 of the paper), with this module's layers:
   cross-entropy against the soft scores applies σ, as the paper's loss does.
 
 Where we differ from the paper, and why:
-- The paper initialises W_o's rows from the answers' GloVe vectors and from image features of the answers (its
-  "pretrained output embeddings"); ours start as nn.Linear does (the synthetic world has no answer images).
-- The paper trains with AdaDelta at batch 512 for ~30 epochs; its system here derives from BAN's recipe (the
-  official ban-vqa Adamax schedule, warm-up, decay, grad clip), so that the glimpse table compares architectures
-  under one training schedule, and stops by the shared early-stopping rule.
+- The paper's output sums two branches, a text one and an image one, whose weights start from the answers' GloVe
+  vectors and from image features of the answers (its pretrained output embeddings); ours is one branch that
+  starts as nn.Linear does (the synthetic world has no answer images).
+- The paper trains with AdaDelta; its system here derives from BAN's recipe (the official ban-vqa Adamax warm-up
+  and grad clip), so that the glimpse table compares architectures under one optimiser, and stops by the shared
+  early-stopping rule. It states a patience of 10 and no decay below the cap: it answers with the prior for ~10
+  epochs before it learns (params.yaml, `ban.systems.bottom_up`).
 - Sizes: `hidden_dim` is the GRU's and every gated layer's width (512 in the paper, `paper:` block of its system).
 
 Named inputs: `question` (word ids [B, ρ], back-padded, masked) and `regions` (features [B, φ, M], masked); the
