@@ -89,12 +89,16 @@ def red_or_blue() -> tuple[dict, torch.Tensor]:
     return inputs, torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.0, 1.0], [1.0, 0.0]])
 
 
-def test_learns_answers_that_need_question_and_objects():
-    torch.manual_seed(0)
-    model = make(answers=2)
+def assert_learns_red_or_blue(model) -> None:
+    """`model` (two answers) fitted on `red_or_blue` answers all four questions right."""
     inputs, targets = red_or_blue()
     fit(model, inputs, targets, steps=150)
     assert model.eval()(inputs).argmax(1).tolist() == [0, 1, 1, 0]
+
+
+def test_learns_answers_that_need_question_and_objects():
+    torch.manual_seed(0)
+    assert_learns_red_or_blue(make(answers=2))
 
 
 def test_bad_args_are_refused():

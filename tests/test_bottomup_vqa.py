@@ -6,7 +6,7 @@ import torch
 
 from crossmodal.data.inputs import Padded
 from crossmodal.models.bottomup_vqa import BottomUpArgs, BottomUpVqa
-from test_ban_model import batch, fit, red_or_blue
+from test_ban_model import assert_learns_red_or_blue, batch
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -66,10 +66,7 @@ def test_every_parameter_gets_a_gradient():
 def test_learns_answers_that_need_question_and_objects():
     """BAN's toy task (test_ban_model.red_or_blue): the answer needs the question word and the object's colour."""
     torch.manual_seed(0)
-    model = make(answers=2)
-    inputs, targets = red_or_blue()
-    fit(model, inputs, targets, steps=150)
-    assert model.eval()(inputs).argmax(1).tolist() == [0, 1, 1, 0]
+    assert_learns_red_or_blue(make(answers=2))
 
 
 def test_bad_args_are_refused():
