@@ -1,8 +1,9 @@
 """End to end: the whole pipeline with `dvc repro` on a tiny profile in a temporary copy of the repository.
 
-One module-scoped `dvc repro` feeds every test here (and pytest-xdist keeps the module on one worker): outputs
-and tables exist and carry numbers; every stage ran exactly the code it depends on (an import trace of each stage
-process against its dvc.yaml deps); a second repro does nothing; a new model file, a runtime param or a
+One module-scoped build feeds every test here (and pytest-xdist keeps the module on one worker), by the README's
+first command, `python -m crossmodal.repro --jobs 2` (`dvc repro` per stage, two at a time): outputs and tables
+exist and carry numbers; every stage ran exactly the code it depends on (an import trace of each stage process
+against its dvc.yaml deps); a second, plain `dvc repro` does nothing; a new model file, a runtime param or a
 changed model file rerun exactly what they should; training resumed after a crash reaches the same metrics;
 queued experiments land in MLflow; and bad input fails with one line and a non-zero status.
 """
@@ -162,7 +163,7 @@ def repo(tmp_path_factory, traces) -> Path:
     run(repo, sys.executable, "-m", "crossmodal", "pipelines")
     run(repo, "git", "init", "-q")
     commit_all(repo, "tiny")
-    run(repo, "dvc", "repro", trace=traces)
+    run(repo, sys.executable, "-m", "crossmodal.repro", "--jobs", "2", trace=traces)  # the README's first command
     commit_all(repo, "repro")
     return repo
 

@@ -58,7 +58,7 @@ def test_quick_start_is_the_two_commands_ci_reads():
     fences = [i for i in range(start, len(lines)) if lines[i].startswith("```")][:2]
     block = lines[fences[0] + 1:fences[1]]
     assert lines[fences[0]] == "```bash" and len(block) == 2
-    assert block[0].endswith("dvc repro") and "pytest" in block[1] and block[1].startswith("bash scripts/setup.sh")
+    assert block[0].endswith("python -m crossmodal.repro") and "pytest" in block[1] and block[1].startswith("bash scripts/setup.sh")
 
 
 def test_the_status_table_is_generated_from_the_committed_results():
@@ -223,7 +223,7 @@ def command_errors(line: str) -> list[str]:
         elif python and rest[:2] == ["-m", "crossmodal"]:
             if len(rest) < 3 or rest[2] not in COMMANDS:
                 errors.append(f"{part.strip()!r}: `python -m crossmodal` has no such command (the stage modules)")
-        elif python and rest[:2] == ["-m", "pytest"]:
+        elif python and rest[:2] in (["-m", "pytest"], ["-m", "crossmodal.repro"]):
             pass
         elif python or first == "bash":
             script = rest[0] if rest else ""

@@ -1,0 +1,105 @@
+"""`python -m crossmodal.repro`: DVC's stages, several at a time, on a three-stage repository.
+
+Stages `left` and `right` are independent and each sleeps, writing its start and end times; `join` reads both.
+The scheduler must run the two at once, `join` after both, record all three as `dvc repro` would (a plain `dvc
+status` then finds nothing to do), plan only what changed and what depends on it, and stop starting stages after
+a failure. The shared tiny pipeline (test_pipeline_e2e.py) is built with it too."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+STAMP = ("import json, sys, time; t = time.time(); time.sleep({sleep}); "
+         "json.dump([t, time.time()], open(sys.argv[1], 'w'))")
+
+
+def _stage(name: str, deps: list[str], sleep: float = 1.5) -> dict:
+    return {"cmd": f"python -c \"{STAMP.format(sleep=sleep)}\" {name}.json", "deps": deps, "outs": [f"{name}.json"]}
+
+
+def _write_stages(repo: Path, **override) -> None:
+    stages = {"left": _stage("left", ["in.txt"]), "right": _stage("right", ["in.txt"]),
+              "join": _stage("join", ["left.json", "right.json"], sleep=0)}
+    stages.update(override)
+    (repo / "dvc.yaml").write_text(yaml.safe_dump({"stages": stages}, sort_keys=False))
+
+
+def _env() -> dict:
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
+           "PYTHONPATH": str(ROOT / "src")}
+    env.pop("DVC_ROOT", None)
+    return env
+
+
+def _run(repo: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(list(args), cwd=repo, env=_env(), capture_output=True, text=True, timeout=300)
+
+
+def _plan(repo: Path, *targets: str) -> tuple[list[str], dict]:
+    code = ("import json, sys; from crossmodal.repro import plan; "
+            "order, waits = plan(sys.argv[1:]); print(json.dumps([order, {k: sorted(v) for k, v in waits.items()}]))")
+    proc = _run(repo, sys.executable, "-c", code, *targets)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory) -> Path:
+    repo = tmp_path_factory.mktemp("repro")
+    for cmd in (["git", "init", "-q"], ["dvc", "init", "-q"]):
+        assert _run(repo, *cmd).returncode == 0
+    (repo / "in.txt").write_text("1\n")
+    _write_stages(repo)
+    return repo
+
+
+def test_independent_stages_run_at_once_and_are_recorded(repo):
+    assert _plan(repo) == [["left", "right", "join"], {"left": [], "right": [], "join": ["left", "right"]}]
+    proc = _run(repo, sys.executable, "-m", "crossmodal.repro", "--jobs", "2")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    left, right, join = (json.loads((repo / f"{n}.json").read_text()) for n in ("left", "right", "join"))
+    assert left[0] < right[1] and right[0] < left[1], (left, right)  # the two intervals overlap
+    assert join[0] >= max(left[1], right[1])
+    assert "done join (" in proc.stdout and (repo / ".dvc/tmp/repro/join.log").is_file()
+    status = _run(repo, "dvc", "status", "--json")
+    assert json.loads(status.stdout) == {}, status.stdout  # DVC's lock file has every stage, as after `dvc repro`
+    assert _plan(repo) == [[], {}]
+    assert "every stage is up to date" in _run(repo, sys.executable, "-m", "crossmodal.repro").stdout
+
+
+def test_plans_what_changed_and_what_depends_on_it(repo):
+    _write_stages(repo, right=_stage("right", ["in.txt"], sleep=0.1))  # right's command changed
+    try:
+        assert _plan(repo) == [["right", "join"], {"right": [], "join": ["right"]}]
+        assert _plan(repo, "right") == [["right"], {"right": []}]
+    finally:
+        _write_stages(repo)
+
+
+def test_a_failed_stage_starts_nothing_after_it(repo):
+    (repo / "in.txt").write_text("2\n")
+    _write_stages(repo, right={"cmd": "python -c \"raise SystemExit('right broke')\"", "deps": ["in.txt"],
+                               "outs": ["right.json"]})
+    try:
+        proc = _run(repo, sys.executable, "-m", "crossmodal.repro", "-j", "2")
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        assert "FAILED right" in proc.stdout and "right broke" in proc.stdout  # the log's tail
+        assert "started join" not in proc.stdout and "1 not run" in proc.stdout
+        assert "done left (" in proc.stdout
+    finally:
+        (repo / "in.txt").write_text("1\n")
+        _write_stages(repo)
+
+
+def test_bad_jobs_is_one_line(repo):
+    proc = _run(repo, sys.executable, "-m", "crossmodal.repro", "--jobs", "0")
+    assert proc.returncode == 2 and proc.stderr.strip() == "error: --jobs must be at least 1, got 0"
