@@ -36,7 +36,7 @@ from pathlib import Path
 
 from .io import InputError
 
-LOGS = Path(".dvc") / "tmp" / "repro"
+LOGS = Path(".dvc") / "tmp" / "repro"  # under the repository's root
 TAIL = 30  # lines of a failed stage's log shown
 
 
@@ -60,8 +60,8 @@ def plan(targets: list[str]) -> tuple[list[str], dict[str, set[str]]]:
                 {s.addressing: {d.addressing for d in upstream} for s, upstream in runs.items()})
 
 
-def _log(address: str) -> Path:
-    return LOGS / (re.sub(r"[^A-Za-z0-9_.-]+", "_", address) + ".log")
+def _log(logs: Path, address: str) -> Path:
+    return logs / (re.sub(r"[^A-Za-z0-9_.-]+", "_", address) + ".log")
 
 
 def _say(text: str) -> None:
@@ -80,11 +80,14 @@ def run(targets: list[str], jobs: int) -> int:
         raise InputError(f"--jobs must be at least 1, got {jobs}")
     if jobs == 1:
         return subprocess.call(["dvc", "repro", *targets])
+    from dvc.repo import Repo
+
     order, waits_for = plan(targets)
     if not order:
         _say("every stage is up to date")
         return 0
-    LOGS.mkdir(parents=True, exist_ok=True)
+    logs = Path(Repo.find_root()) / LOGS
+    logs.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
     running: dict[str, tuple[subprocess.Popen, float]] = {}
     done: set[str] = set()
@@ -92,20 +95,18 @@ def run(targets: list[str], jobs: int) -> int:
     pending = list(order)
     start = time.perf_counter()
 
-    def stop(signum, frame):  # SIGTERM: end the stages as Ctrl-C would, then leave
-        for proc, _ in running.values():
-            proc.send_signal(signal.SIGINT)
+    def stop(signum, frame):  # SIGTERM: end the stages as Ctrl-C does
         raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGTERM, stop)
-    _say(f"{len(order)} stages to check or run, {jobs} at a time; logs in {LOGS}/")
+    _say(f"{len(order)} stages to check or run, {jobs} at a time; logs in {logs}/")
     try:
         while pending or running:
             ready = [a for a in pending if waits_for[a] <= done] if not failed else []
             while ready and len(running) < jobs:
                 address = ready.pop(0)
                 pending.remove(address)
-                with open(_log(address), "w", encoding="utf-8") as log:
+                with open(_log(logs, address), "w", encoding="utf-8") as log:
                     proc = subprocess.Popen(["dvc", "--wait-for-lock", "repro", "--single-item", address],
                                             stdout=log, stderr=subprocess.STDOUT, env=env,
                                             start_new_session=True)  # Ctrl-C reaches them once, from here
@@ -122,10 +123,10 @@ def run(targets: list[str], jobs: int) -> int:
                 if proc.returncode:
                     failed.append(address)
                     _say(f"FAILED {address} (exit {proc.returncode}, {seconds:.0f} s); the end of "
-                         f"{_log(address)}:\n{_tail(_log(address))}")
+                         f"{_log(logs, address)}:\n{_tail(_log(logs, address))}")
                     continue
                 done.add(address)
-                ran = "Running stage" in _log(address).read_text(encoding="utf-8", errors="replace")
+                ran = "Running stage" in _log(logs, address).read_text(encoding="utf-8", errors="replace")
                 _say(f"{'done' if ran else 'unchanged'} {address} ({seconds:.0f} s; "
                      f"{len(done)} of {len(order)})")
     except KeyboardInterrupt:
