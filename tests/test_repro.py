@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -22,7 +23,7 @@ STAMP = ("import json, sys, time; t = time.time(); time.sleep({sleep}); "
          "json.dump([t, time.time()], open(sys.argv[1], 'w'))")
 
 
-def _stage(name: str, deps: list[str], sleep: float = 1.5) -> dict:
+def _stage(name: str, deps: list[str], sleep: float = 5) -> dict:  # longer than a DVC start-up on a busy machine
     return {"cmd": f"python -c \"{STAMP.format(sleep=sleep)}\" {name}.json", "deps": deps, "outs": [f"{name}.json"]}
 
 
@@ -95,6 +96,30 @@ def test_a_failed_stage_starts_nothing_after_it(repo):
         assert "FAILED right" in proc.stdout and "right broke" in proc.stdout  # the log's tail
         assert "started join" not in proc.stdout and "1 not run" in proc.stdout
         assert "done left (" in proc.stdout
+    finally:
+        (repo / "in.txt").write_text("1\n")
+        _write_stages(repo)
+
+
+def test_ctrl_c_stops_the_running_stages_and_records_none(repo):
+    import signal
+    import time
+
+    (repo / "in.txt").write_text("3\n")
+    shutil.rmtree(repo / ".dvc/tmp/repro", ignore_errors=True)  # the earlier tests' logs
+    _write_stages(repo, left=_stage("left", ["in.txt"], sleep=60), right=_stage("right", ["in.txt"], sleep=60))
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "crossmodal.repro"], cwd=repo, env=_env(), text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        logs = [repo / ".dvc/tmp/repro" / f"{n}.log" for n in ("left", "right")]
+        deadline = time.time() + 60
+        while not all(p.is_file() and "Running stage" in p.read_text() for p in logs) and time.time() < deadline:
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+        assert proc.returncode == 130 and "interrupted" in out, out
+        status = json.loads(_run(repo, "dvc", "status", "--json").stdout)
+        assert {"left", "right", "join"} <= set(status)  # none of them recorded as done
     finally:
         (repo / "in.txt").write_text("1\n")
         _write_stages(repo)
