@@ -4,9 +4,8 @@ both the question and the objects."""
 import pytest
 import torch
 
-from crossmodal.data.inputs import Padded
 from crossmodal.models.bottomup_vqa import BottomUpArgs, BottomUpVqa
-from test_ban_model import assert_learns_red_or_blue, batch
+from test_ban_model import assert_learns_red_or_blue, assert_padding_is_as_good_as_absent, batch
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -44,16 +43,7 @@ def test_logits_and_attention_equal_the_papers_equations_computed_object_by_obje
 
 def test_padding_is_as_good_as_absent():
     torch.manual_seed(0)
-    model = make().eval()
-    inputs = batch()
-    with torch.no_grad():
-        logits = model(inputs)
-        garbage = {k: Padded(v.values.clone(), v.mask) for k, v in inputs.items()}
-        garbage["question"].values[0, 3] = 9
-        garbage["regions"].values[1, 2] = 40.0
-        torch.testing.assert_close(model(garbage), logits)
-        short = {k: Padded(v.values[1:, :2], v.mask[1:, :2]) for k, v in inputs.items()}
-        torch.testing.assert_close(model(short), logits[1:])
+    assert_padding_is_as_good_as_absent(make().eval())
 
 
 def test_every_parameter_gets_a_gradient():
