@@ -610,42 +610,55 @@ def test_queued_experiments_both_land_in_mlflow_and_leave_the_workspace_alone(re
 
 
 REAL_SOURCES = ("karpathy", "coco_captions", "butd_adaptive")  # what the captioning pipeline fetches
+BAN = "ban_8_glove_counter"  # the tiny build's VQA system
 PAPER_ARGS = {"embed_dim": 16, "hidden_dim": 16, "att_hidden_dim": 16}  # stand-in for the paper's sizes
 
 
 def test_real_profile_downloads_converts_and_trains_the_world_served_in_the_published_formats(repo, tmp_path):
-    """The real-data path without the internet: the tiny world exported as the publishers' archives, served on
-    127.0.0.1, downloaded, extracted and converted by the same stages, then trained for one epoch. The converted
-    captions, references and features must equal those the synthetic profile built from the same world."""
+    """The real-data path without the internet: the tiny image and VQA worlds and the word vectors exported as the
+    publishers' archives, served on 127.0.0.1, downloaded, extracted and converted by the same stages, then Up-Down
+    and BAN-Glove-Counter trained for one epoch. The converted captions, references, features, VQA arrays and word
+    vectors must equal those the synthetic profile built from the same worlds."""
     from loopback_http import LoopbackHTTPServer
 
     from crossmodal.data.captions import load_labels, load_vocabulary
     from crossmodal.data.coco import read_coco_captions
     from crossmodal.data.regions import RegionFeatures
-    from crossmodal.worlds.export_real import export_real_formats
+    from crossmodal.features.word_vectors import read_word_vectors
+    from crossmodal.worlds.export_real import export_real_formats, export_vqa_formats
 
     archives = export_real_formats(repo / "data/raw/image_world", repo / "data/features/regions.h5", tmp_path / "www")
+    ban_archives = export_vqa_formats(repo / "data/raw/vqa_world", repo / "data/features/word_vectors.txt",
+                                      tmp_path / "www")
     real = copy_pipeline(tmp_path / "real")
     params = yaml.safe_load((repo / "params.yaml").read_text())
     params["profile"] = "real"
     params["baselines"] = {"systems": {"updown": {**params["baselines"]["systems"]["updown"], "paper": {
         "model_args": PAPER_ARGS, "train": {**TINY_UPDOWN_TRAIN, "max_epochs": 1}}}}}
+    params["ban"] = {"systems": {BAN: {**params["ban"]["systems"][BAN], "paper": {  # VQA only: Flickr30k is not wired
+        "model_args": {k: TINY_BAN["model_args"][k] for k in ("embed_dim", "hidden_dim")}, "train": TINY_BAN["train"]}}}}
+    params["word_vectors"]["paper"] = {"dim": TINY["word_vectors"]["dim"]}  # the exported vectors' size
     params["runtime"]["paper"] = {"lazy_features": True, "loader_workers": 1}
     params["regions"]["published_boxes"] = [1, 100]  # the world has 3-10 boxes, not the published 10-100
     (real / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     run(real, "git", "init", "-q")
     with LoopbackHTTPServer(tmp_path / "www") as base:
-        set_params(real, {"datasets": {name: {"files": [{"url": f"{base}/{archives[name].name}", "extract": True}]}
-                                       for name in REAL_SOURCES}})
+        served = {**{name: [archives[name]] for name in REAL_SOURCES}, **ban_archives}
+        set_params(real, {"datasets": {name: {"fetch": True, "files": [{"url": f"{base}/{a.name}", "extract": True}
+                                                                        for a in files]}
+                                       for name, files in served.items()}})
         run(real, sys.executable, "-m", "crossmodal", "pipelines")
         commit_all(real, "real profile on loopback")
-        out = run(real, "dvc", "repro", "pipelines/baselines/dvc.yaml:updown").stdout
+        out = run(real, "dvc", "repro", "pipelines/baselines/dvc.yaml:updown", f"pipelines/ban/dvc.yaml:{BAN}").stdout
     assert _stages_run(out) == sorted(["code", "params", "download-karpathy", "download-coco_captions", "download-butd_adaptive",
                                        "download-butd_fixed36", "synthesize", "prepro_captions",
-                                       "pretrain_backbone", "extract_regions", *_in("baselines", "updown")]), out
-    for name in REAL_SOURCES:
+                                       "pretrain_backbone", "extract_regions", *_in("baselines", "updown"),
+                                       "download-vqa_v2", "download-glove", "synthesize_vqa", "prepro_vqa",
+                                       "word_vectors", *_in("ban", BAN)]), out
+    for name, files in served.items():
         manifest = json.loads((real / f"data/raw/{name}/MANIFEST.json").read_text())
-        assert manifest["fetched"] and (real / f"data/raw/{name}/SHA256SUMS").read_text().split()[1] == archives[name].name
+        sums = (real / f"data/raw/{name}/SHA256SUMS").read_text().split()
+        assert manifest["fetched"] and sums[1::2] == sorted(a.name for a in files)
     assert not json.loads((real / "data/raw/butd_fixed36/MANIFEST.json").read_text())["fetched"]  # fetch: false
     assert json.loads((real / "data/raw/image_world/PROFILE.json").read_text())["profile"] == "real"
 
@@ -661,6 +674,23 @@ def test_real_profile_downloads_converts_and_trains_the_world_served_in_the_publ
     with RegionFeatures(repo / "data/features/regions.h5") as a, RegionFeatures(real / "data/features/regions.h5") as b:
         assert np.array_equal(a.ids, b.ids) and b.source == "bottom-up-attention tsv"
         assert all(torch.equal(x, y) for x, y in zip(a.load_all(), b.load_all()))
+
+    ours, theirs = repo / "data/processed/vqa", real / "data/processed/vqa"  # VQA v2's files, the same arrays
+    assert all(json.loads((ours / f).read_text()) == json.loads((theirs / f).read_text())
+               for f in ("answers.json", "words.json"))
+    for split in ("train", "val", "test"):
+        with np.load(ours / f"{split}.npz") as a, np.load(theirs / f"{split}.npz") as b:
+            assert sorted(a) == sorted(b) and all(np.array_equal(a[k], b[k]) for k in a)
+    glove = read_word_vectors(real / "data/features/word_vectors.txt")  # GloVe restricted to the questions' words
+    assert set(glove) <= set(json.loads((theirs / "words.json").read_text())) and len(glove) > 10
+    world = read_word_vectors(repo / "data/features/word_vectors.txt", glove)
+    assert all(np.array_equal(glove[w], world[w]) for w in glove)
+    ban = json.loads((real / f"reports/metrics/{BAN}.json").read_text())
+    assert ban["test"] is None and "server" in ban["server_only"] and 0 <= ban["best_val_score"] <= 1
+    submitted = json.loads((real / f"data/predictions/{BAN}/vqa_OpenEnded_mscoco_test-dev2015_{BAN}_results.json")
+                           .read_text())
+    with np.load(theirs / "test.npz") as test:
+        assert sorted(r["question_id"] for r in submitted) == sorted(test["question_ids"].tolist())
 
     metrics = json.loads((real / "reports/metrics/updown.json").read_text())
     assert len(metrics["history"]) == 1 and metrics["test"]["CIDEr"] >= 0 and metrics["mlflow_run_id"]

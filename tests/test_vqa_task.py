@@ -111,11 +111,28 @@ def test_ban_schedule_warms_up_then_decays_as_the_official_code():
         TrainConfig(schedule="warmup")
 
 
-def test_prepro_vqa_under_the_real_profile_stops_with_one_line(tmp_path):
-    from crossmodal.config import Config
+def test_prepro_vqa_reads_vqa_v2_from_its_download_under_the_real_profile(vqa, tmp_path):
+    """The real profile's source is the `vqa_v2` download, whose files have the world's names: the same arrays."""
+    import shutil
+
+    from crossmodal import paths
+    from crossmodal.config import Config, VqaConfig
     from crossmodal.io import InputError
     from crossmodal.stages import prepro_vqa
 
-    with pytest.raises(InputError, match="not wired into prepro_vqa yet"):
-        prepro_vqa.run(Config(profile="real"), tmp_path, None)
-    assert not (tmp_path / "data").exists()
+    root, _ = vqa
+    cfg = Config(profile="real", vqa=VqaConfig(min_answer_count=2, question_length=6))
+    with pytest.raises(InputError, match="v2_OpenEnded_mscoco_train2014_questions.json"):
+        prepro_vqa.run(cfg, tmp_path, None)  # not downloaded yet: one line naming the missing file, no output
+    assert not (tmp_path / paths.VQA).exists()
+    download = tmp_path / paths.raw("vqa_v2")
+    download.mkdir(parents=True)
+    for file in (root / "vqa_world").glob("*.json"):  # not server/: VQA v2 does not publish test-dev's answers
+        shutil.copy(file, download)
+    prepro_vqa.run(cfg, tmp_path, None)
+    for name in ("answers.json", "words.json"):
+        assert (tmp_path / paths.VQA / name).read_text() == (root / "processed" / name).read_text()
+    for split in ("train", "val", "test"):
+        ours, theirs = (load_vqa_split(folder, split) for folder in (root / "processed", tmp_path / paths.VQA))
+        assert all(np.array_equal(getattr(ours, k), getattr(theirs, k)) for k in ("question_ids", "image_ids", "tokens"))
+        assert (ours.targets is None and theirs.targets is None) or np.array_equal(ours.targets, theirs.targets)

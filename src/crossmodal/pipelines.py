@@ -121,15 +121,15 @@ def spine_stages(cfg: Config) -> dict:
             [str(paths.features(s)) for s in ATTRIBUTE_SETS], [paths.METRICS / "attributes.json"])
     tasks = {system.task for system in cfg.systems().values()}
     if "vqa" in tasks:
-        stages.update(vqa_stages())
+        stages.update(vqa_stages(cfg))
     if "grounding" in tasks:
-        stages.update(grounding_stages())
+        stages.update(grounding_stages(cfg))
     if video_corpora(cfg):
         stages.update(video_stages(cfg))
     vectors = {cfg.systems()[n].task == "captioning" for n in cfg.systems() if cfg.model_of(n).model_args.get(
         "word_vectors")}  # captioners (HOCA) start from word2vec's role, BAN from GloVe's
     if False in vectors:
-        stages["word_vectors"] = word_vectors_stage(tasks)
+        stages["word_vectors"] = word_vectors_stage(cfg, tasks)
     if True in vectors:
         stages["word2vec"] = _stage("python -m crossmodal word2vec", ["profile", "word2vec"],
                                     [*video_annotations(cfg), paths.VIDEO, paths.raw("word2vec"),
@@ -162,35 +162,41 @@ def spine_stages(cfg: Config) -> dict:
     return stages
 
 
-def vqa_stages() -> dict:
+def world_file(cfg: Config, path: Path) -> Path:
+    """A synthetic world's file as a dependency; under the real profile its world is a note, read as the folder."""
+    return path.parent if cfg.profile == "real" else path
+
+
+def vqa_stages(cfg: Config) -> dict:
     """The VQA world and BAN's preprocessing of VQA v2 files."""
     vqa_world = str(paths.VQA_WORLD)
     return {  # the world's scene graphs, not its 2,000 pictures: a no-op repro checks one file, not the folder
         "synthesize_vqa": _stage("python -m crossmodal synthesize-vqa", ["profile", "vqa.world"],
-                                 [paths.SCENE_GRAPHS, *stage_code("synthesize_vqa")], [vqa_world]),
+                                 [world_file(cfg, paths.SCENE_GRAPHS), *stage_code("synthesize_vqa")], [vqa_world]),
         "prepro_vqa": _stage("python -m crossmodal prepro-vqa", ["profile", "vqa.min_answer_count",
                                                                   "vqa.question_length"],
                              [vqa_world, paths.raw("vqa_v2"), *stage_code("prepro_vqa")], [str(paths.VQA)])}
 
 
-def grounding_stages() -> dict:
+def grounding_stages(cfg: Config) -> dict:
     """The grounding world and BAN's preprocessing of Flickr30k Entities files."""
     grounding_world = str(paths.GROUNDING_WORLD)
     return {
         "synthesize_grounding": _stage("python -m crossmodal synthesize-grounding", ["profile", "grounding.world"],
-                                       [paths.SCENE_GRAPHS, *stage_code("synthesize_grounding")], [grounding_world]),
+                                       [world_file(cfg, paths.SCENE_GRAPHS), *stage_code("synthesize_grounding")],
+                                       [grounding_world]),
         "prepro_grounding": _stage("python -m crossmodal prepro-grounding", ["profile", "grounding.sentence_length"],
                                    [grounding_world, paths.raw("flickr30k_entities"), *stage_code("prepro_grounding")],
                                    [str(paths.GROUNDING)])}
 
 
-def word_vectors_stage(tasks: set[str]) -> dict:
+def word_vectors_stage(cfg: Config, tasks: set[str]) -> dict:
     """The word vectors BAN-Glove starts from: trained on the training text of the image world and of the worlds of
     `tasks` (their processed word lists restrict GloVe under the real profile)."""
-    text = {"vqa": [paths.VQA_WORLD / "v2_OpenEnded_mscoco_train2014_questions.json", paths.VQA],
+    text = {"vqa": [world_file(cfg, paths.VQA_WORLD / "v2_OpenEnded_mscoco_train2014_questions.json"), paths.VQA],
             "grounding": [paths.GROUNDING_WORLD, paths.GROUNDING]}  # (data/vqa.py questions_file)
     return _stage("python -m crossmodal word-vectors", ["profile", "word_vectors"],
-                  [paths.DATASET_JSON, *(p for task in sorted(tasks) for p in text.get(task, [])), paths.raw("glove"),
+                  [world_file(cfg, paths.DATASET_JSON), *(p for task in sorted(tasks) for p in text.get(task, [])), paths.raw("glove"),
                    *stage_code("word_vectors")], [str(paths.WORD_VECTORS)])
 
 

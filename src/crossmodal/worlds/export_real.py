@@ -8,6 +8,17 @@ of the publishers' archives, and the converted result can be checked against the
     annotations_trainval2014.zip    annotations/captions_train2014.json (train images),
                                     annotations/captions_val2014.json (val and test images), COCO layout
     trainval.zip                    trainval/synthetic_resnet101_faster_rcnn_genome.tsv.0, bottom-up TSV layout
+
+and, given the VQA world's folder and the word vectors (BAN's real path):
+
+    v2_Questions_{Train,Val}_mscoco.zip     v2_OpenEnded_mscoco_{train,val}2014_questions.json
+    v2_Annotations_{Train,Val}_mscoco.zip   v2_mscoco_{train,val}2014_annotations.json
+    v2_Questions_Test_mscoco.zip            v2_OpenEnded_mscoco_test-dev2015_questions.json (the published archive
+                                            also holds test2015's, a superset no stage reads)
+    glove.6B.zip                            glove.6B.300d.txt (the world's vectors under GloVe's name; the published
+                                            archive also holds the 50-, 100- and 200-d files)
+
+Test-dev's annotations (the world's `server/` copy) are not exported: VQA v2 does not publish them.
 """
 from __future__ import annotations
 
@@ -18,6 +29,7 @@ from pathlib import Path
 from ..data.butd_tsv import ButdRow, write_butd_tsv
 from ..data.karpathy import read_karpathy
 from ..data.regions import RegionFeatures
+from ..data.vqa import annotations_file, questions_file
 from ..io import atomic_path
 
 ARCHIVES = {
@@ -25,6 +37,12 @@ ARCHIVES = {
     "coco_captions": "annotations_trainval2014.zip",
     "butd_adaptive": "trainval.zip",
 }
+VQA_ARCHIVES = {  # archive -> (split, questions or annotations)
+    "v2_Questions_Train_mscoco.zip": ("train", questions_file), "v2_Questions_Val_mscoco.zip": ("val", questions_file),
+    "v2_Annotations_Train_mscoco.zip": ("train", annotations_file),
+    "v2_Annotations_Val_mscoco.zip": ("val", annotations_file), "v2_Questions_Test_mscoco.zip": ("test", questions_file),
+}
+GLOVE_ARCHIVE, GLOVE_FILE = "glove.6B.zip", "glove.6B.300d.txt"
 
 
 def _coco_captions(images, description: str) -> dict:
@@ -45,8 +63,20 @@ def _write_zip(path: Path, members: dict[str, Path | bytes]) -> None:
                 archive.writestr(name, content)
 
 
+def export_vqa_formats(vqa_world: Path, word_vectors: Path, out_dir: Path) -> dict[str, list[Path]]:
+    """Write VQA v2's five archives and GloVe's of the module docstring into `out_dir`; returns dataset name ->
+    archive paths (`vqa_v2`, `glove`)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for archive, (split, file_of) in VQA_ARCHIVES.items():
+        member = file_of(vqa_world, split)
+        _write_zip(out_dir / archive, {member.name: member})
+    _write_zip(out_dir / GLOVE_ARCHIVE, {GLOVE_FILE: word_vectors})
+    return {"vqa_v2": [out_dir / archive for archive in VQA_ARCHIVES], "glove": [out_dir / GLOVE_ARCHIVE]}
+
+
 def export_real_formats(world_dir: Path, regions_path: Path, out_dir: Path) -> dict[str, Path]:
-    """Write the three archives of the module docstring into `out_dir`; returns dataset name -> archive path."""
+    """Write the three captioning archives of the module docstring into `out_dir`; returns dataset name -> archive
+    path."""
     out_dir.mkdir(parents=True, exist_ok=True)
     split_file = world_dir / "dataset_coco.json"
     images = read_karpathy(split_file)
