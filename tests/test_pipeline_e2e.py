@@ -615,21 +615,29 @@ PAPER_ARGS = {"embed_dim": 16, "hidden_dim": 16, "att_hidden_dim": 16}  # stand-
 
 
 def test_real_profile_downloads_converts_and_trains_the_world_served_in_the_published_formats(repo, tmp_path):
-    """The real-data path without the internet: the tiny image and VQA worlds and the word vectors exported as the
-    publishers' archives, served on 127.0.0.1, downloaded, extracted and converted by the same stages, then Up-Down
-    and BAN-Glove-Counter trained for one epoch. The converted captions, references, features, VQA arrays and word
-    vectors must equal those the synthetic profile built from the same worlds."""
+    """The real-data path without the internet: the tiny image and VQA worlds, the word vectors and a narrow
+    stand-in for VGG-16 exported as the publishers' archives, served on 127.0.0.1, downloaded, extracted and
+    converted by the same stages, then Up-Down and BAN-Glove-Counter trained for one epoch. The converted captions,
+    references, features, VQA arrays and word vectors must equal those the synthetic profile built from the same
+    worlds, and the grid features the stand-in's conv5 grid of the images."""
     from loopback_http import LoopbackHTTPServer
 
     from crossmodal.data.captions import load_labels, load_vocabulary
     from crossmodal.data.coco import read_coco_captions
     from crossmodal.data.regions import RegionFeatures
+    from crossmodal.data.karpathy import read_karpathy
+    from crossmodal.features.grid import cell_boxes, grid_features
+    from crossmodal.features.vgg import Vgg16Conv, load_image
     from crossmodal.features.word_vectors import read_word_vectors
-    from crossmodal.worlds.export_real import export_real_formats, export_vqa_formats
+    from crossmodal.worlds.export_real import export_grid_formats, export_real_formats, export_vqa_formats
 
     archives = export_real_formats(repo / "data/raw/image_world", repo / "data/features/regions.h5", tmp_path / "www")
     ban_archives = export_vqa_formats(repo / "data/raw/vqa_world", repo / "data/features/word_vectors.txt",
                                       tmp_path / "www")
+    torch.manual_seed(0)
+    standin = Vgg16Conv((2, 3, 4, 4, 6)).eval()  # VGG-16's layout, narrow: torchvision's key names
+    torch.save(standin.state_dict(), tmp_path / "standin.pth")
+    grid_files = export_grid_formats(repo / "data/raw/image_world", tmp_path / "standin.pth", tmp_path / "www")
     real = copy_pipeline(tmp_path / "real")
     params = yaml.safe_load((repo / "params.yaml").read_text())
     params["profile"] = "real"
@@ -643,18 +651,19 @@ def test_real_profile_downloads_converts_and_trains_the_world_served_in_the_publ
     (real / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     run(real, "git", "init", "-q")
     with LoopbackHTTPServer(tmp_path / "www") as base:
-        served = {**{name: [archives[name]] for name in REAL_SOURCES}, **ban_archives}
-        set_params(real, {"datasets": {name: {"fetch": True, "files": [{"url": f"{base}/{a.name}", "extract": True}
-                                                                        for a in files]}
-                                       for name, files in served.items()}})
+        served = {**{name: [archives[name]] for name in REAL_SOURCES}, **ban_archives, **grid_files}
+        set_params(real, {"datasets": {name: {"fetch": True, "files": [
+            {"url": f"{base}/{a.name}", "extract": a.suffix == ".zip"} for a in files]} for name, files in served.items()}})
         run(real, sys.executable, "-m", "crossmodal", "pipelines")
         commit_all(real, "real profile on loopback")
-        out = run(real, "dvc", "repro", "pipelines/baselines/dvc.yaml:updown", f"pipelines/ban/dvc.yaml:{BAN}").stdout
+        out = run(real, "dvc", "repro", "pipelines/baselines/dvc.yaml:updown", f"pipelines/ban/dvc.yaml:{BAN}",
+                  "extract_grid").stdout
     assert _stages_run(out) == sorted(["code", "params", "download-karpathy", "download-coco_captions", "download-butd_adaptive",
                                        "download-butd_fixed36", "synthesize", "prepro_captions",
                                        "pretrain_backbone", "extract_regions", *_in("baselines", "updown"),
                                        "download-vqa_v2", "download-glove", "synthesize_vqa", "prepro_vqa",
-                                       "word_vectors", *_in("ban", BAN)]), out
+                                       "word_vectors", *_in("ban", BAN), "download-coco_images", "download-vgg16",
+                                       "extract_grid"]), out
     for name, files in served.items():
         manifest = json.loads((real / f"data/raw/{name}/MANIFEST.json").read_text())
         sums = (real / f"data/raw/{name}/SHA256SUMS").read_text().split()
@@ -685,6 +694,15 @@ def test_real_profile_downloads_converts_and_trains_the_world_served_in_the_publ
     assert set(glove) <= set(json.loads((theirs / "words.json").read_text())) and len(glove) > 10
     world = read_word_vectors(repo / "data/features/word_vectors.txt", glove)
     assert all(np.array_equal(glove[w], world[w]) for w in glove)
+    size = TINY["grid"]["size"]  # ETA's grid: the stand-in's conv5 of every image, in the original image's cells
+    with RegionFeatures(repo / "data/features/grid.h5") as ours, RegionFeatures(real / "data/features/grid.h5") as b:
+        assert np.array_equal(ours.ids, b.ids) and b.source == "VGG-16 conv5 grid"
+        for image in read_karpathy(repo / "data/raw/image_world/dataset_coco.json")[::20]:
+            pixels, (width, height) = load_image(repo / "data/raw/image_world" / image.path)  # the PNG served
+            features, boxes = b.get(image.image_id)
+            with torch.inference_mode():
+                assert torch.allclose(torch.from_numpy(features), grid_features(standin(pixels[None]), size)[0])
+            assert np.array_equal(boxes, cell_boxes(size, width, height)) and features.shape == (size * size, 6)
     ban = json.loads((real / f"reports/metrics/{BAN}.json").read_text())
     assert ban["test"] is None and "server" in ban["server_only"] and 0 <= ban["best_val_score"] <= 1
     submitted = json.loads((real / f"data/predictions/{BAN}/vqa_OpenEnded_mscoco_test-dev2015_{BAN}_results.json")
@@ -697,7 +715,7 @@ def test_real_profile_downloads_converts_and_trains_the_world_served_in_the_publ
     saved = torch.load(real / "data/models/updown/model.pt", weights_only=False)
     assert {k: saved["model"]["model_args"][k] for k in PAPER_ARGS} == PAPER_ARGS  # the paper block applied
     qualitative = (real / "data/predictions/updown/qualitative.md").read_text()
-    assert "COCO 2014" in qualitative and "(`images/test/synth_test_" in qualitative  # paths a reader can open
+    assert "COCO 2014" in qualitative and "(`val2014/COCO_val2014_" in qualitative  # paths a reader can open
 
     # the server is gone: downloaded files are verified and accepted without any network...
     assert "Running stage" in run(real, "dvc", "repro", "-f", "download-karpathy").stdout

@@ -112,7 +112,8 @@ def spine_stages(cfg: Config) -> dict:
     if "grid" in used:
         stages["extract_grid"] = _stage(
             "python -m crossmodal extract-grid", ["profile", "grid", "compute.portable"],
-            [world, paths.BACKBONE, *stage_code("extract_grid")], [str(paths.features("grid"))])
+            [world, paths.BACKBONE, raw / "karpathy", raw / "coco_images", raw / "vgg16",  # real: VGG-16 on COCO
+             *stage_code("extract_grid")], [str(paths.features("grid"))])
     if used & set(ATTRIBUTE_SETS):
         stages["train_attributes"] = _stage(
             "python -m crossmodal train-attributes", ["profile", "grid.size", "attributes", "compute.portable"],

@@ -4,7 +4,8 @@ Serving these files (from a loopback HTTP server, say) and pointing params.yaml 
 data path end to end without the internet: download, extraction, conversion and training see the exact formats
 of the publishers' archives, and the converted result can be checked against the synthetic profile's own files.
 
-    caption_datasets.zip            dataset_coco.json (the Karpathy split file)
+    caption_datasets.zip            dataset_coco.json (the Karpathy split file, each image named as COCO names its
+                                    own: train2014/COCO_train2014_<12-digit id>, val and test in val2014/)
     annotations_trainval2014.zip    annotations/captions_train2014.json (train images),
                                     annotations/captions_val2014.json (val and test images), COCO layout
     trainval.zip                    trainval/synthetic_resnet101_faster_rcnn_genome.tsv.0, bottom-up TSV layout
@@ -18,7 +19,12 @@ and, given the VQA world's folder and the word vectors (BAN's real path):
     glove.6B.zip                            glove.6B.300d.txt (the world's vectors under GloVe's name; the published
                                             archive also holds the 50-, 100- and 200-d files)
 
-Test-dev's annotations (the world's `server/` copy) are not exported: VQA v2 does not publish them.
+Test-dev's annotations (the world's `server/` copy) are not exported: VQA v2 does not publish them. For ETA's grid
+features, given a VGG-16 weights file (the tests' narrow stand-in):
+
+    train2014.zip, val2014.zip      the world's train images, and its val and test images (COCO's val2014 holds
+                                    Karpathy's val and test), at the exported split file's paths
+    vgg16-397923af.pth              the weights file under torchvision's name
 """
 from __future__ import annotations
 
@@ -30,6 +36,7 @@ from ..data.butd_tsv import ButdRow, write_butd_tsv
 from ..data.karpathy import read_karpathy
 from ..data.regions import RegionFeatures
 from ..data.vqa import annotations_file, questions_file
+from ..features.vgg import WEIGHTS_FILE
 from ..io import atomic_path
 
 ARCHIVES = {
@@ -43,6 +50,13 @@ VQA_ARCHIVES = {  # archive -> (split, questions or annotations)
     "v2_Annotations_Val_mscoco.zip": ("val", annotations_file), "v2_Questions_Test_mscoco.zip": ("test", questions_file),
 }
 GLOVE_ARCHIVE, GLOVE_FILE = "glove.6B.zip", "glove.6B.300d.txt"
+IMAGE_ARCHIVES = ("train2014.zip", "val2014.zip")
+
+
+def coco_path(split: str, image_id: int, suffix: str) -> str:
+    """Where COCO keeps an image of a Karpathy split: train2014/ for train, val2014/ for the rest."""
+    folder = "train2014" if split == "train" else "val2014"
+    return f"{folder}/COCO_{folder}_{image_id:012d}{suffix}"
 
 
 def _coco_captions(images, description: str) -> dict:
@@ -50,7 +64,8 @@ def _coco_captions(images, description: str) -> dict:
     for k, ann in enumerate(annotations):
         ann["id"] = k
     return {"info": {"description": description}, "licenses": [],
-            "images": [{"id": img.image_id, "file_name": img.filename} for img in images],
+            "images": [{"id": img.image_id, "file_name": coco_path(img.split, img.image_id, Path(img.filename).suffix)
+                        .split("/")[1]} for img in images],
             "annotations": annotations}
 
 
@@ -74,13 +89,30 @@ def export_vqa_formats(vqa_world: Path, word_vectors: Path, out_dir: Path) -> di
     return {"vqa_v2": [out_dir / archive for archive in VQA_ARCHIVES], "glove": [out_dir / GLOVE_ARCHIVE]}
 
 
+def export_grid_formats(world_dir: Path, weights: Path, out_dir: Path) -> dict[str, list[Path]]:
+    """Write COCO's two image archives and the VGG-16 weights file of the module docstring into `out_dir`; returns
+    dataset name -> files (`coco_images`, `vgg16`)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    images = read_karpathy(world_dir / "dataset_coco.json")
+    named = {coco_path(image.split, image.image_id, Path(image.filename).suffix): world_dir / image.path
+             for image in images}
+    for archive in IMAGE_ARCHIVES:
+        _write_zip(out_dir / archive, {name: path for name, path in named.items() if name.startswith(archive[:-4])})
+    (out_dir / WEIGHTS_FILE).write_bytes(weights.read_bytes())
+    return {"coco_images": [out_dir / archive for archive in IMAGE_ARCHIVES], "vgg16": [out_dir / WEIGHTS_FILE]}
+
+
 def export_real_formats(world_dir: Path, regions_path: Path, out_dir: Path) -> dict[str, Path]:
     """Write the three captioning archives of the module docstring into `out_dir`; returns dataset name -> archive
     path."""
     out_dir.mkdir(parents=True, exist_ok=True)
     split_file = world_dir / "dataset_coco.json"
     images = read_karpathy(split_file)
-    _write_zip(out_dir / ARCHIVES["karpathy"], {"dataset_coco.json": split_file})
+    karpathy = json.loads(split_file.read_text())
+    for entry in karpathy["images"]:
+        path = coco_path(entry["split"], entry["cocoid"], Path(entry["filename"]).suffix)
+        entry["filepath"], entry["filename"] = path.split("/")
+    _write_zip(out_dir / ARCHIVES["karpathy"], {"dataset_coco.json": json.dumps(karpathy).encode()})
     train = [img for img in images if img.split == "train"]
     held_out = [img for img in images if img.split != "train"]
     _write_zip(out_dir / ARCHIVES["coco_captions"], {
