@@ -179,7 +179,8 @@ def stages(repo: Path) -> dict[str, dict]:
 
 # modules a stage imports only under the real profile (the tiny run is synthetic)
 REAL_PROFILE_ONLY = {"download": {"src/crossmodal/data/__init__.py", "src/crossmodal/data/download.py"},
-                     "extract-regions": {"src/crossmodal/data/butd_tsv.py"}}
+                     "extract-regions": {"src/crossmodal/data/butd_tsv.py"},
+                     "extract-grid": {"src/crossmodal/data/karpathy.py", "src/crossmodal/features/vgg.py"}}
 
 
 def _closure_files(repo: Path, stage: dict) -> dict[str, str]:
