@@ -180,7 +180,8 @@ def stages(repo: Path) -> dict[str, dict]:
 # modules a stage imports only under the real profile (the tiny run is synthetic)
 REAL_PROFILE_ONLY = {"download": {"src/crossmodal/data/__init__.py", "src/crossmodal/data/download.py"},
                      "extract-regions": {"src/crossmodal/data/butd_tsv.py"},
-                     "extract-grid": {"src/crossmodal/data/karpathy.py", "src/crossmodal/features/vgg.py"}}
+                     "extract-grid": {"src/crossmodal/data/karpathy.py", "src/crossmodal/features/vgg.py"},
+                     "train-attributes": {"src/crossmodal/features/vgg.py"}}
 
 
 def _closure_files(repo: Path, stage: dict) -> dict[str, str]:
@@ -620,7 +621,7 @@ def test_real_profile_downloads_converts_and_trains_the_world_served_in_the_publ
     stand-in for VGG-16 exported as the publishers' archives, served on 127.0.0.1, downloaded, extracted and
     converted by the same stages, then Up-Down and BAN-Glove-Counter trained for one epoch. The converted captions,
     references, features, VQA arrays and word vectors must equal those the synthetic profile built from the same
-    worlds, and the grid features the stand-in's conv5 grid of the images."""
+    worlds, the grid features the stand-in's conv5 grid of the images, and the attribute detector trains on it."""
     from loopback_http import LoopbackHTTPServer
 
     from crossmodal.data.captions import load_labels, load_vocabulary
@@ -658,13 +659,13 @@ def test_real_profile_downloads_converts_and_trains_the_world_served_in_the_publ
         run(real, sys.executable, "-m", "crossmodal", "pipelines")
         commit_all(real, "real profile on loopback")
         out = run(real, "dvc", "repro", "pipelines/baselines/dvc.yaml:updown", f"pipelines/ban/dvc.yaml:{BAN}",
-                  "extract_grid").stdout
+                  "extract_grid", "train_attributes").stdout
     assert _stages_run(out) == sorted(["code", "params", "download-karpathy", "download-coco_captions", "download-butd_adaptive",
                                        "download-butd_fixed36", "synthesize", "prepro_captions",
                                        "pretrain_backbone", "extract_regions", *_in("baselines", "updown"),
                                        "download-vqa_v2", "download-glove", "synthesize_vqa", "prepro_vqa",
                                        "word_vectors", *_in("ban", BAN), "download-coco_images", "download-vgg16",
-                                       "extract_grid"]), out
+                                       "extract_grid", "train_attributes"]), out
     for name, files in served.items():
         manifest = json.loads((real / f"data/raw/{name}/MANIFEST.json").read_text())
         sums = (real / f"data/raw/{name}/SHA256SUMS").read_text().split()
@@ -704,6 +705,11 @@ def test_real_profile_downloads_converts_and_trains_the_world_served_in_the_publ
             with torch.inference_mode():
                 assert torch.allclose(torch.from_numpy(features), grid_features(standin(pixels[None]), size)[0])
             assert np.array_equal(boxes, cell_boxes(size, width, height)) and features.shape == (size * size, 6)
+    detector = json.loads((real / "reports/metrics/attributes.json").read_text())  # the detector on VGG-16
+    assert len(detector["history"]) == 1 and 0 <= detector["test"]["mAP"] <= 1 and detector["mlflow_run_id"]
+    with RegionFeatures(repo / "data/features/attributes.h5") as ours, \
+            RegionFeatures(real / "data/features/attributes.h5") as b:
+        assert np.array_equal(ours.ids, b.ids) and b.get(int(b.ids[0]))[0].shape == (TINY["attributes"]["top_k"], 2)
     ban = json.loads((real / f"reports/metrics/{BAN}.json").read_text())
     assert ban["test"] is None and "server" in ban["server_only"] and 0 <= ban["best_val_score"] <= 1
     submitted = json.loads((real / f"data/predictions/{BAN}/vqa_OpenEnded_mscoco_test-dev2015_{BAN}_results.json")

@@ -12,6 +12,7 @@ from PIL import Image
 from torch.nn import functional as F
 
 from crossmodal.data.karpathy import KarpathyImage
+from crossmodal.features.attributes import AttributeDetector, ImageFiles
 from crossmodal.data.regions import RegionFeatures
 from crossmodal.features.grid import cell_boxes
 from crossmodal.features.vgg import MEAN, STD, Vgg16Conv, conv_indices, extract, load_image, load_vgg16
@@ -108,3 +109,22 @@ def test_extract_writes_each_images_pooled_conv5_in_its_own_pixels(tmp_path, wei
     with pytest.raises(InputError, match="missing image file: .*val2014/absent.png"):
         extract(2, weights, tmp_path, images, tmp_path / "other.h5", progress=False)
     assert not (tmp_path / "other.h5").exists()
+
+
+def test_the_attribute_detector_fine_tunes_vgg16_on_images_read_per_batch(tmp_path, weights):
+    """The real profile's detector: VGG-16's conv5 as its trunk, its cells the grid's, images read from disk as the
+    batches' rows ask (a tensor of indices, or a slice when predicting)."""
+    rng = np.random.default_rng(1)
+    paths = []
+    for k in range(3):
+        paths.append(tmp_path / f"{k}.png")
+        Image.fromarray(rng.integers(0, 256, (30 + 10 * k, 40, 3), dtype=np.uint8)).save(paths[-1])
+    files = ImageFiles(paths, load_image)
+    assert len(files) == 3 and torch.equal(files[torch.tensor([2, 0])], torch.stack([load_image(p)[0] for p in
+                                                                                        (paths[2], paths[0])]))
+    assert torch.equal(files[1:3], files[torch.tensor([1, 2])])
+    detector = AttributeDetector(load_vgg16(weights), grid_size=7, words=4, hidden_dim=6)
+    logits = detector.cell_logits(files[0:3])
+    assert logits.shape == (3, 49, 4) and detector.hidden[0].in_features == WIDTHS[-1]
+    logits.sum().backward()  # fine-tuned: the trunk gets gradients
+    assert detector.backbone.features[0].weight.grad.abs().sum() > 0

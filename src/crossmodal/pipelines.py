@@ -118,7 +118,7 @@ def spine_stages(cfg: Config) -> dict:
         stages["train_attributes"] = _stage(
             "python -m crossmodal train-attributes", ["profile", "grid.size", "attributes", "compute.portable"],
             [world, raw / "karpathy", paths.BACKBONE, paths.vocabulary(cfg.attributes.vocabulary),
-             *stage_code("train_attributes")],
+             raw / "coco_images", raw / "vgg16", *stage_code("train_attributes")],  # real: VGG-16 on COCO
             [str(paths.features(s)) for s in ATTRIBUTE_SETS], [paths.METRICS / "attributes.json"])
     tasks = {system.task for system in cfg.systems().values()}
     if "vqa" in tasks:

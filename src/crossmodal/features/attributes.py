@@ -13,6 +13,12 @@ for w is 1 when w occurs in any of the image's captions ("weak labels generated 
 ETA §5.3), and the loss is the binary cross-entropy of P^w, summed over words and averaged over images.
 log(1 - P^w) = -sum_j softplus(logit_j^w) is computed in that form, so the product never underflows.
 
+Under the real profile the trunk is ImageNet's VGG-16 up to conv5_3 (features/vgg.py: the images resized to
+224 x 224, conv5 14 x 14 pooled to the grid's 7 x 7 cells), fine-tuned the same way, and the images are read from
+disk per batch (`ImageFiles`). Fang et al. run VGG-16 fully convolutionally with fc6 and fc7 as convolutions on
+565 x 565 images (a 12 x 12 map of instances); ours keeps the synthetic profile's head (one new hidden layer on the
+pooled cells), so both profiles train one detector.
+
 Vocabulary: the `words` (K) most frequent words of the training captions (tokenised as the caption vocabulary
 `vocabulary` is) that are in that vocabulary and not in `exclude`; ties by word. Fang et al. keep K = 1000 on
 COCO; the synthetic world has fewer words, so K is sized for it in params.yaml.
@@ -49,10 +55,24 @@ from ..data.captions import sentence_tokens
 from ..data.karpathy import KarpathyImage
 from ..data.regions import write_region_file
 from ..io import InputError
-from .backbone import Backbone, load_images
 from .grid import grid_features
 
 EVAL_BATCH = 128
+
+
+class ImageFiles:
+    """The images of a split read from disk per batch (`files[rows]`, rows a tensor of indices or a slice) by
+    `load(path) -> (image tensor, size)`: COCO's images do not fit in memory."""
+
+    def __init__(self, paths: list[Path], load: Callable[[Path], tuple[torch.Tensor, tuple[int, int]]]):
+        self.paths, self.load = paths, load
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, rows) -> torch.Tensor:
+        chosen = self.paths[rows] if isinstance(rows, slice) else [self.paths[int(k)] for k in rows]
+        return torch.stack([self.load(path)[0] for path in chosen])
 
 
 def detector_words(images: list[KarpathyImage], caption_words: list[str], cfg: AttributesConfig) -> list[str]:
@@ -89,10 +109,10 @@ class AttributeDetector(nn.Module):
     """The backbone's trunk (fine-tuned), pooled to the grid's cells, then the MIL head: per cell and word a
     logit, v_w . ReLU(W f_j + b) + u_w."""
 
-    def __init__(self, backbone: Backbone, grid_size: int, words: int, hidden_dim: int):
+    def __init__(self, backbone: nn.Module, grid_size: int, words: int, hidden_dim: int):
         super().__init__()
         self.backbone, self.grid_size = backbone, grid_size
-        channels = backbone.trunk[-1][0].out_channels
+        channels = getattr(backbone, "channels", None) or backbone.trunk[-1][0].out_channels  # VGG-16's, or ours
         self.hidden = nn.Sequential(nn.Linear(channels, hidden_dim), nn.ReLU())
         self.words = nn.Linear(hidden_dim, words)
 
@@ -139,12 +159,14 @@ def predict(model: AttributeDetector, images: torch.Tensor) -> np.ndarray:
     return torch.cat(out).numpy() if out else np.zeros((0, model.words.out_features), np.float32)
 
 
-def train_detector(cfg: AttributesConfig, grid_size: int, backbone: Backbone, world_dir: Path,
-                   captions: list[KarpathyImage], entries: dict[int, dict], caption_words: list[str],
+def train_detector(cfg: AttributesConfig, grid_size: int, backbone: nn.Module,
+                   load_images: Callable[[list[KarpathyImage]], torch.Tensor | ImageFiles],
+                   captions: list[KarpathyImage], sizes: dict[int, tuple[int, int]], caption_words: list[str],
                    out_paths: dict[str, Path], log: Callable[[dict, int], None] = lambda m, s: None,
                    progress: bool = True) -> dict:
     """Train the detector on the train split, keep its best validation epoch, write both attribute feature sets
-    and return its test metrics with the training history."""
+    and return its test metrics with the training history. `load_images(items)` gives the images of a split (a
+    tensor, or `ImageFiles` read per batch) as the backbone takes them; `sizes` each image's (width, height)."""
     start = time.perf_counter()
     torch.manual_seed(cfg.seed)
     gen = torch.Generator().manual_seed(cfg.seed)
@@ -153,7 +175,7 @@ def train_detector(cfg: AttributesConfig, grid_size: int, backbone: Backbone, wo
     for split, items in splits.items():
         if not items:
             raise InputError(f"attribute detector: the {split} split has no images")
-    images = {s: load_images(world_dir, [entries[im.image_id] for im in items]) for s, items in splits.items()}
+    images = {s: load_images(items) for s, items in splits.items()}
     labels = {s: torch.from_numpy(word_labels(items, words)) for s, items in splits.items()}
 
     model = AttributeDetector(backbone, grid_size, len(words), cfg.hidden_dim)
@@ -184,19 +206,18 @@ def train_detector(cfg: AttributesConfig, grid_size: int, backbone: Backbone, wo
     model.load_state_dict(best[1])
     probs = {s: predict(model, images[s]) for s in splits}
     test = detection_metrics(probs["test"], labels["test"].numpy(), cfg.top_k)
-    _write_sets(cfg, splits, probs, words, caption_words, entries, out_paths)
+    _write_sets(cfg, splits, probs, words, caption_words, sizes, out_paths)
     return {"test": test, "best_epoch": best[2], "history": history, "words": words,
             "train_images": n, "seconds": time.perf_counter() - start}
 
 
 def _write_sets(cfg: AttributesConfig, splits: dict[str, list[KarpathyImage]], probs: dict[str, np.ndarray],
-                words: list[str], caption_words: list[str], entries: dict[int, dict],
+                words: list[str], caption_words: list[str], sizes: dict[int, tuple[int, int]],
                 out_paths: dict[str, Path]) -> None:
     ids = {w: k for k, w in enumerate(caption_words)}
     items = [im for s in splits for im in splits[s]]
     scores = np.concatenate([probs[s] for s in splits])
-    sizes = [(int(entries[im.image_id]["width"]), int(entries[im.image_id]["height"])) for im in items]
-    boxes = [np.array([[0, 0, w, h]], np.float32) for w, h in sizes]
+    boxes = [np.array([[0, 0, *sizes[im.image_id]]], np.float32) for im in items]
 
     def rows(chosen: list[str], p: list[float]) -> np.ndarray:
         return np.array([[ids[w], q] for w, q in zip(chosen, p)], dtype=np.float32).reshape(-1, 2)
@@ -212,4 +233,4 @@ def _write_sets(cfg: AttributesConfig, splits: dict[str, list[KarpathyImage]], p
                              f"{len(words)} detector words)")
         write_region_file(out_paths[name], [im.image_id for im in items], [b.repeat(len(r), 0) for b, r in
                                                                             zip(boxes, sets)],
-                          sets, sizes, f"attribute detector ({name}): rows (caption-vocabulary word id, probability)")
+                          sets, [sizes[im.image_id] for im in items], f"attribute detector ({name}): rows (caption-vocabulary word id, probability)")

@@ -61,9 +61,13 @@ class Vgg16Conv(nn.Module):
                 channels = width
             if block < len(BLOCKS) - 1:
                 layers.append(nn.MaxPool2d(2, 2))
-        self.features = nn.Sequential(*layers)
+        self.features, self.channels = nn.Sequential(*layers), widths[-1]
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
+        return self.features(images)
+
+    def feature_map(self, images: torch.Tensor) -> torch.Tensor:
+        """[N, 3, 224, 224] normalised images -> conv5_3 [N, C, 14, 14] (the attribute detector's trunk)."""
         return self.features(images)
 
 
@@ -86,6 +90,17 @@ def load_vgg16(path: Path) -> Vgg16Conv:
     except RuntimeError as err:
         raise InputError(f"{path}: VGG-16's layers do not fit ({' '.join(str(err).split())[:200]})") from None
     return model.eval()
+
+
+def image_size(path: Path) -> tuple[int, int]:
+    """An image's (width, height), from its header."""
+    if not path.is_file():
+        raise InputError(f"missing image file: {path}")
+    try:
+        with Image.open(path) as im:
+            return im.size
+    except OSError as err:
+        raise InputError(f"{path}: cannot read image ({' '.join(str(err).split())})") from None
 
 
 def load_image(path: Path) -> tuple[torch.Tensor, tuple[int, int]]:
