@@ -139,6 +139,23 @@ def test_a_phrase_past_the_sentence_length_is_left_out(world, tmp_path):
     assert data.tokens.shape[1] == 5 and data.phrase_ends[data.phrase_mask].max() <= 4
 
 
+def test_prepro_grounding_reads_flickr30k_entities_from_its_download_under_the_real_profile(world, tmp_path):
+    """The real profile's source is the `flickr30k_entities` download, in the world's layout: the same arrays."""
+    import shutil
+
+    root, _ = world
+    cfg = from_data({**PARAMS, "profile": "real"})
+    with pytest.raises(InputError, match="train.txt"):
+        prepro_grounding.run(cfg, tmp_path, None)  # not downloaded yet: one line naming the missing file
+    assert not (tmp_path / paths.GROUNDING).exists()
+    shutil.copytree(root / paths.GROUNDING_WORLD, tmp_path / paths.raw("flickr30k_entities"))
+    prepro_grounding.run(cfg, tmp_path, None)
+    assert (tmp_path / paths.GROUNDING / "words.json").read_text() == (root / paths.GROUNDING / "words.json").read_text()
+    for split in ("train", "val", "test"):
+        with np.load(root / paths.GROUNDING / f"{split}.npz") as a, np.load(tmp_path / paths.GROUNDING / f"{split}.npz") as b:
+            assert sorted(a) == sorted(b) and all(np.array_equal(a[k], b[k]) for k in a)
+
+
 # ---------------------------------------------------------------- positives and loss
 
 

@@ -617,11 +617,11 @@ PAPER_ARGS = {"embed_dim": 16, "hidden_dim": 16, "att_hidden_dim": 16}  # stand-
 
 
 def test_real_profile_downloads_converts_and_trains_the_world_served_in_the_published_formats(repo, tmp_path):
-    """The real-data path without the internet: the tiny image and VQA worlds, the word vectors and a narrow
-    stand-in for VGG-16 exported as the publishers' archives, served on 127.0.0.1, downloaded, extracted and
-    converted by the same stages, then Up-Down and BAN-Glove-Counter trained for one epoch. The converted captions,
-    references, features, VQA arrays and word vectors must equal those the synthetic profile built from the same
-    worlds, the grid features the stand-in's conv5 grid of the images, and the attribute detector trains on it."""
+    """The real-data path without the internet: the tiny image, VQA and grounding worlds, the word vectors and a
+    narrow stand-in for VGG-16 exported as the publishers' files, served on 127.0.0.1 (Flickr30k's features placed by
+    hand), downloaded, extracted and converted by the same stages, then Up-Down, BAN-Glove-Counter and BAN on
+    Flickr30k Entities trained for one epoch. The converted captions, references, features, VQA and grounding arrays
+    and word vectors must equal those the synthetic profile built from the same worlds, the grid features the stand-in's conv5 grid of the images, and the attribute detector trains on it."""
     from loopback_http import LoopbackHTTPServer
 
     from crossmodal.data.captions import load_labels, load_vocabulary
@@ -631,7 +631,8 @@ def test_real_profile_downloads_converts_and_trains_the_world_served_in_the_publ
     from crossmodal.features.grid import cell_boxes, grid_features
     from crossmodal.features.vgg import Vgg16Conv, load_image
     from crossmodal.features.word_vectors import read_word_vectors
-    from crossmodal.worlds.export_real import export_grid_formats, export_real_formats, export_vqa_formats
+    from crossmodal.worlds.export_real import (FLICKR_ID_OFFSET, export_grid_formats, export_grounding_formats,
+                                               export_real_formats, export_vqa_formats)
 
     archives = export_real_formats(repo / "data/raw/image_world", repo / "data/features/regions.h5", tmp_path / "www")
     ban_archives = export_vqa_formats(repo / "data/raw/vqa_world", repo / "data/features/word_vectors.txt",
@@ -640,32 +641,40 @@ def test_real_profile_downloads_converts_and_trains_the_world_served_in_the_publ
     standin = Vgg16Conv((2, 3, 4, 4, 6)).eval()  # VGG-16's layout, narrow: torchvision's key names
     torch.save(standin.state_dict(), tmp_path / "standin.pth")
     grid_files = export_grid_formats(repo / "data/raw/image_world", tmp_path / "standin.pth", tmp_path / "www")
+    flickr = export_grounding_formats(repo / "data/raw/grounding_world", repo / "data/features/regions.h5",
+                                      tmp_path / "www")
     real = copy_pipeline(tmp_path / "real")
     params = yaml.safe_load((repo / "params.yaml").read_text())
     params["profile"] = "real"
     params["baselines"] = {"systems": {"updown": {**params["baselines"]["systems"]["updown"], "paper": {
         "model_args": PAPER_ARGS, "train": {**TINY_UPDOWN_TRAIN, "max_epochs": 1}}}}}
-    params["ban"] = {"systems": {BAN: {**params["ban"]["systems"][BAN], "paper": {  # VQA only: Flickr30k is not wired
-        "model_args": {k: TINY_BAN["model_args"][k] for k in ("embed_dim", "hidden_dim")}, "train": TINY_BAN["train"]}}}}
+    params["ban"] = {"systems": {name: {**params["ban"]["systems"][name], "paper": {
+        "model_args": {k: tiny["model_args"][k] for k in ("embed_dim", "hidden_dim")}, "train": tiny["train"]}}
+        for name, tiny in ((BAN, TINY_BAN), ("ban_flickr", TINY_GROUNDING))}}
     params["word_vectors"]["paper"] = {"dim": TINY["word_vectors"]["dim"]}  # the exported vectors' size
     params["runtime"]["paper"] = {"lazy_features": True, "loader_workers": 1}
     params["regions"]["published_boxes"] = [1, 100]  # the world has 3-10 boxes, not the published 10-100
     (real / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     run(real, "git", "init", "-q")
+    placed = real / "data/raw/flickr30k_features"  # no stable link: placed by hand
+    placed.mkdir(parents=True)
+    shutil.copy(flickr.pop("flickr30k_features")[0], placed)
     with LoopbackHTTPServer(tmp_path / "www") as base:
-        served = {**{name: [archives[name]] for name in REAL_SOURCES}, **ban_archives, **grid_files}
+        served = {**{name: [archives[name]] for name in REAL_SOURCES}, **ban_archives, **grid_files, **flickr}
         set_params(real, {"datasets": {name: {"fetch": True, "files": [
             {"url": f"{base}/{a.name}", "extract": a.suffix == ".zip"} for a in files]} for name, files in served.items()}})
         run(real, sys.executable, "-m", "crossmodal", "pipelines")
         commit_all(real, "real profile on loopback")
         out = run(real, "dvc", "repro", "pipelines/baselines/dvc.yaml:updown", f"pipelines/ban/dvc.yaml:{BAN}",
-                  "extract_grid", "train_attributes").stdout
+                  "pipelines/ban/dvc.yaml:ban_flickr", "extract_grid", "train_attributes").stdout
     assert _stages_run(out) == sorted(["code", "params", "download-karpathy", "download-coco_captions", "download-butd_adaptive",
                                        "download-butd_fixed36", "synthesize", "prepro_captions",
                                        "pretrain_backbone", "extract_regions", *_in("baselines", "updown"),
                                        "download-vqa_v2", "download-glove", "synthesize_vqa", "prepro_vqa",
                                        "word_vectors", *_in("ban", BAN), "download-coco_images", "download-vgg16",
-                                       "extract_grid", "train_attributes"]), out
+                                       "extract_grid", "train_attributes", "download-flickr30k_entities",
+                                       "download-flickr30k_features", "synthesize_grounding", "prepro_grounding",
+                                       *_in("ban", "ban_flickr")]), out
     for name, files in served.items():
         manifest = json.loads((real / f"data/raw/{name}/MANIFEST.json").read_text())
         sums = (real / f"data/raw/{name}/SHA256SUMS").read_text().split()
@@ -683,8 +692,13 @@ def test_real_profile_downloads_converts_and_trains_the_world_served_in_the_publ
         refs = [read_coco_captions(d / f"references/captions_{split}.json") for d in (ours, theirs)]
         assert refs[0] == refs[1]
     with RegionFeatures(repo / "data/features/regions.h5") as a, RegionFeatures(real / "data/features/regions.h5") as b:
-        assert np.array_equal(a.ids, b.ids) and b.source == "bottom-up-attention tsv"
-        assert all(torch.equal(x, y) for x, y in zip(a.load_all(), b.load_all()))
+        coco = len(a.ids)  # COCO's images, then Flickr30k's: the grounding world's, renumbered
+        grounded = [int(i) for s in ("train", "val", "test")
+                    for i in (repo / f"data/raw/grounding_world/{s}.txt").read_text().split()]
+        assert np.array_equal(a.ids, b.ids[:coco]) and b.source == "bottom-up-attention tsv"
+        assert sorted(b.ids[coco:].tolist()) == sorted(i + FLICKR_ID_OFFSET for i in grounded)
+        for ours, theirs in [*zip(a.ids.tolist(), b.ids.tolist()), *((i, i + FLICKR_ID_OFFSET) for i in grounded)]:
+            assert all(np.array_equal(x, y) for x, y in zip(a.get(ours), b.get(theirs)))
 
     ours, theirs = repo / "data/processed/vqa", real / "data/processed/vqa"  # VQA v2's files, the same arrays
     assert all(json.loads((ours / f).read_text()) == json.loads((theirs / f).read_text())
@@ -692,8 +706,18 @@ def test_real_profile_downloads_converts_and_trains_the_world_served_in_the_publ
     for split in ("train", "val", "test"):
         with np.load(ours / f"{split}.npz") as a, np.load(theirs / f"{split}.npz") as b:
             assert sorted(a) == sorted(b) and all(np.array_equal(a[k], b[k]) for k in a)
-    glove = read_word_vectors(real / "data/features/word_vectors.txt")  # GloVe restricted to the questions' words
-    assert set(glove) <= set(json.loads((theirs / "words.json").read_text())) and len(glove) > 10
+    synthetic, flickr = repo / "data/processed/grounding", real / "data/processed/grounding"  # Flickr30k Entities'
+    assert (synthetic / "words.json").read_text() == (flickr / "words.json").read_text()
+    for split in ("train", "val", "test"):
+        with np.load(synthetic / f"{split}.npz") as a, np.load(flickr / f"{split}.npz") as b:
+            assert sorted(a) == sorted(b) and np.array_equal(a["image_ids"] + FLICKR_ID_OFFSET, b["image_ids"])
+            assert all(np.array_equal(a[k], b[k]) for k in a if k != "image_ids")
+    grounding = json.loads((real / "reports/metrics/ban_flickr.json").read_text())
+    assert 0 <= grounding["test"]["R@1"] <= grounding["test"]["R@10"] <= 1 and len(grounding["history"]) == 1
+    words = {w for task in ("vqa", "grounding") for w in json.loads((real / f"data/processed/{task}/words.json")
+                                                                        .read_text())}
+    glove = read_word_vectors(real / "data/features/word_vectors.txt")  # GloVe restricted to both tasks' words
+    assert set(glove) <= words and len(glove) > 10
     world = read_word_vectors(repo / "data/features/word_vectors.txt", glove)
     assert all(np.array_equal(glove[w], world[w]) for w in glove)
     size = TINY["grid"]["size"]  # ETA's grid: the stand-in's conv5 of every image, in the original image's cells

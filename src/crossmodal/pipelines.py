@@ -104,10 +104,13 @@ def spine_stages(cfg: Config) -> dict:
         "python -m crossmodal pretrain-backbone", ["profile", "backbone", "compute.portable"],
         [world, *stage_code("pretrain_backbone")],
         [str(paths.BACKBONE)], [paths.METRICS / "backbone.json"])
+    tasks = {system.task for system in cfg.systems().values()}
+    flickr = ["flickr30k_features"] if "grounding" in tasks else []  # real: Flickr30k's boxes join COCO's
     stages["extract_regions"] = _stage(
-        "python -m crossmodal extract-regions", ["profile", "regions", "compute.portable"],
-        [world, paths.BACKBONE, raw / "butd_adaptive", raw / "butd_fixed36", *stage_code("extract_regions")],
-        [str(paths.REGIONS)])
+        " ".join(["python -m crossmodal extract-regions", *(f"--grounding {d}" for d in flickr)]),
+        ["profile", "regions", "compute.portable"],
+        [world, paths.BACKBONE, raw / "butd_adaptive", raw / "butd_fixed36", *(raw / d for d in flickr),
+         *stage_code("extract_regions")], [str(paths.REGIONS)])
     used = {s for n in cfg.systems() for s in cfg.model_of(n).inputs.values()}
     if "grid" in used:
         stages["extract_grid"] = _stage(
@@ -120,7 +123,6 @@ def spine_stages(cfg: Config) -> dict:
             [world, raw / "karpathy", paths.BACKBONE, paths.vocabulary(cfg.attributes.vocabulary),
              raw / "coco_images", raw / "vgg16", *stage_code("train_attributes")],  # real: VGG-16 on COCO
             [str(paths.features(s)) for s in ATTRIBUTE_SETS], [paths.METRICS / "attributes.json"])
-    tasks = {system.task for system in cfg.systems().values()}
     if "vqa" in tasks:
         stages.update(vqa_stages(cfg))
     if "grounding" in tasks:

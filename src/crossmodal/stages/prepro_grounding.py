@@ -1,6 +1,7 @@
 """Stage `prepro_grounding`: BAN's preprocessing of Flickr30k Entities files for phrase grounding, as arrays in
-data/processed/grounding/. It reads the synthetic grounding world through data/flickr30k_entities.py; under the real
-profile Flickr30k Entities is not wired in yet and the stage stops with one line.
+data/processed/grounding/. It reads, through data/flickr30k_entities.py, the synthetic grounding world or under the
+real profile Flickr30k Entities itself (the `flickr30k_entities` download: `Sentences/`, `Annotations/` and the split
+lists, the same layout).
 
 What is kept, after the official loader (jnhwkim/ban-vqa `dataset.py`, `_load_flickr30k`): the phrases that
 `grounding_phrases` keeps (chain not 0, at least one box in the image's XML; scene-flagged, no-box and unannotated
@@ -139,8 +140,6 @@ def preprocess_grounding(source: Path, out: Path, sentence_length: int) -> dict:
 
 
 def run(cfg, root: Path, args) -> None:
-    if real(cfg):
-        raise InputError("Flickr30k Entities under profile real is not wired into prepro_grounding yet (BAN runs on "
-                         "the synthetic profile only so far; docs/real-data.md)")
-    summary = preprocess_grounding(root / paths.GROUNDING_WORLD, root / paths.GROUNDING, cfg.grounding.sentence_length)
+    source = root / (paths.raw("flickr30k_entities") if real(cfg) else paths.GROUNDING_WORLD)
+    summary = preprocess_grounding(source, root / paths.GROUNDING, cfg.grounding.sentence_length)
     print(json.dumps(summary))

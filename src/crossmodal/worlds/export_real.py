@@ -19,7 +19,15 @@ and, given the VQA world's folder and the word vectors (BAN's real path):
     glove.6B.zip                            glove.6B.300d.txt (the world's vectors under GloVe's name; the published
                                             archive also holds the 50-, 100- and 200-d files)
 
-Test-dev's annotations (the world's `server/` copy) are not exported: VQA v2 does not publish them. For ETA's grid
+Test-dev's annotations (the world's `server/` copy) are not exported: VQA v2 does not publish them. For BAN's phrase
+grounding, given the grounding world:
+
+    annotations.zip                 Sentences/<id>.txt, Annotations/<id>.xml (Flickr30k Entities)
+    train.txt, val.txt, test.txt    the split lists
+    flickr30k_resnet101_faster_rcnn_genome.tsv   the images' region features, bottom-up TSV layout (no stable link:
+                                    placed by hand)
+
+For ETA's grid
 features, given a VGG-16 weights file (the tests' narrow stand-in):
 
     train2014.zip, val2014.zip      the world's train images, and its val and test images (COCO's val2014 holds
@@ -51,6 +59,9 @@ VQA_ARCHIVES = {  # archive -> (split, questions or annotations)
 }
 GLOVE_ARCHIVE, GLOVE_FILE = "glove.6B.zip", "glove.6B.300d.txt"
 IMAGE_ARCHIVES = ("train2014.zip", "val2014.zip")
+FLICKR_ARCHIVE, FLICKR_TSV = "annotations.zip", "flickr30k_resnet101_faster_rcnn_genome.tsv"
+SPLIT_LISTS = ("train.txt", "val.txt", "test.txt")
+FLICKR_ID_OFFSET = 1_000_000_000  # Flickr30k's ids are Flickr's photo ids, ten digits
 
 
 def coco_path(split: str, image_id: int, suffix: str) -> str:
@@ -76,6 +87,40 @@ def _write_zip(path: Path, members: dict[str, Path | bytes]) -> None:
                 archive.write(content, name)
             else:
                 archive.writestr(name, content)
+
+
+def _write_tsv(regions_path: Path, tsv: Path, ids: dict[int, int] | None = None) -> None:
+    """The feature set's images (those of `ids`, renumbered by it, if given) as a bottom-up-attention TSV."""
+    with RegionFeatures(regions_path) as regions:
+        def rows():
+            for k, image_id in enumerate(regions.ids.tolist()):
+                if ids is None or image_id in ids:
+                    features, boxes = regions.get(image_id)
+                    width, height = regions.image_sizes[k].tolist()
+                    yield ButdRow(image_id=image_id if ids is None else ids[image_id], image_w=width, image_h=height,
+                                  boxes=boxes, features=features)
+
+        write_butd_tsv(tsv, rows())
+
+
+def export_grounding_formats(grounding_world: Path, regions_path: Path, out_dir: Path) -> dict[str, list[Path]]:
+    """Write Flickr30k Entities' files and the Flickr30k images' TSV of the module docstring into `out_dir`; returns
+    dataset name -> files (`flickr30k_entities`, `flickr30k_features`). Every image id is raised by
+    `FLICKR_ID_OFFSET`, so that the grounding world's images (the image world's) are new images beside COCO's."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    lists = {name: (grounding_world / name).read_text().split() for name in SPLIT_LISTS}
+    ids = {int(i): int(i) + FLICKR_ID_OFFSET for names in lists.values() for i in names}
+    members: dict[str, Path | bytes] = {}
+    for old, new in ids.items():
+        members[f"Sentences/{new}.txt"] = grounding_world / "Sentences" / f"{old}.txt"
+        xml = (grounding_world / "Annotations" / f"{old}.xml").read_text()
+        members[f"Annotations/{new}.xml"] = xml.replace(f"<filename>{old}.jpg<", f"<filename>{new}.jpg<").encode()
+    _write_zip(out_dir / FLICKR_ARCHIVE, members)
+    for name, names in lists.items():
+        (out_dir / name).write_text("".join(f"{ids[int(i)]}\n" for i in names))
+    _write_tsv(regions_path, out_dir / FLICKR_TSV, ids)
+    return {"flickr30k_entities": [out_dir / FLICKR_ARCHIVE, *(out_dir / name for name in SPLIT_LISTS)],
+            "flickr30k_features": [out_dir / FLICKR_TSV]}
 
 
 def export_vqa_formats(vqa_world: Path, word_vectors: Path, out_dir: Path) -> dict[str, list[Path]]:
@@ -120,14 +165,7 @@ def export_real_formats(world_dir: Path, regions_path: Path, out_dir: Path) -> d
         "annotations/captions_val2014.json": json.dumps(_coco_captions(held_out, "synthetic world, val+test")).encode(),
     })
     tsv = out_dir / "synthetic_resnet101_faster_rcnn_genome.tsv.0"
-    with RegionFeatures(regions_path) as regions:
-        def rows():
-            for k, image_id in enumerate(regions.ids.tolist()):
-                features, boxes = regions.get(image_id)
-                width, height = regions.image_sizes[k].tolist()
-                yield ButdRow(image_id=image_id, image_w=width, image_h=height, boxes=boxes, features=features)
-
-        write_butd_tsv(tsv, rows())
+    _write_tsv(regions_path, tsv)
     _write_zip(out_dir / ARCHIVES["butd_adaptive"], {f"trainval/{tsv.name}": tsv})
     tsv.unlink()
     return {name: out_dir / archive for name, archive in ARCHIVES.items()}
