@@ -74,9 +74,10 @@ def _env(repo: Path) -> dict:
     return env
 
 
-def run(repo: Path, *args: str, check: bool = True, trace: Path | None = None) -> subprocess.CompletedProcess:
+def run(repo: Path, *args: str, check: bool = True, trace: Path | None = None,
+        timeout: int = 600) -> subprocess.CompletedProcess:
     env = _env(repo) if trace is None else {**_env(repo), "CROSSMODAL_IMPORT_TRACE": str(trace)}
-    proc = subprocess.run(list(args), cwd=repo, env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(list(args), cwd=repo, env=env, capture_output=True, text=True, timeout=timeout)
     if check and proc.returncode != 0:
         raise AssertionError(f"{' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     return proc
@@ -163,7 +164,8 @@ def repo(tmp_path_factory, traces) -> Path:
     run(repo, sys.executable, "-m", "crossmodal", "pipelines")
     run(repo, "git", "init", "-q")
     commit_all(repo, "tiny")
-    run(repo, sys.executable, "-m", "crossmodal.repro", "--jobs", "2", trace=traces)  # the README's first command
+    run(repo, sys.executable, "-m", "crossmodal.repro", "--jobs", "2", trace=traces,  # the README's first command
+        timeout=1800)  # about 530 s on a 2-core AVX2 machine while the other worker runs the other modules
     commit_all(repo, "repro")
     return repo
 
