@@ -613,7 +613,6 @@ def test_queued_experiments_both_land_in_mlflow_and_leave_the_workspace_alone(re
     assert shown.count("baselines.systems.att2in.train.lr") == 1 and "0.005" in shown and "0.01" in shown
 
 
-REAL_SOURCES = ("karpathy", "coco_captions", "butd_adaptive")  # what the captioning pipeline fetches
 BAN = "ban_8_glove_counter"  # the tiny build's VQA system
 PAPER_ARGS = {"embed_dim": 16, "hidden_dim": 16, "att_hidden_dim": 16}  # stand-in for the paper's sizes
 
@@ -662,7 +661,7 @@ def test_real_profile_downloads_converts_and_trains_the_world_served_in_the_publ
     placed.mkdir(parents=True)
     shutil.copy(flickr.pop("flickr30k_features")[0], placed)
     with LoopbackHTTPServer(tmp_path / "www") as base:
-        served = {**{name: [archives[name]] for name in REAL_SOURCES}, **ban_archives, **grid_files, **flickr}
+        served = {**archives, **ban_archives, **grid_files, **flickr}
         set_params(real, {"datasets": {name: {"fetch": True, "files": [
             {"url": f"{base}/{a.name}", "extract": a.suffix == ".zip"} for a in files]} for name, files in served.items()}})
         run(real, sys.executable, "-m", "crossmodal", "pipelines")
@@ -699,8 +698,8 @@ def test_real_profile_downloads_converts_and_trains_the_world_served_in_the_publ
                     for i in (repo / f"data/raw/grounding_world/{s}.txt").read_text().split()]
         assert np.array_equal(a.ids, b.ids[:coco]) and b.source == "bottom-up-attention tsv"
         assert sorted(b.ids[coco:].tolist()) == sorted(i + FLICKR_ID_OFFSET for i in grounded)
-        for ours, theirs in [*zip(a.ids.tolist(), b.ids.tolist()), *((i, i + FLICKR_ID_OFFSET) for i in grounded)]:
-            assert all(np.array_equal(x, y) for x, y in zip(a.get(ours), b.get(theirs)))
+        for i, j in [*zip(a.ids.tolist(), b.ids.tolist()), *((i, i + FLICKR_ID_OFFSET) for i in grounded)]:
+            assert all(np.array_equal(x, y) for x, y in zip(a.get(i), b.get(j)))
 
     ours, theirs = repo / "data/processed/vqa", real / "data/processed/vqa"  # VQA v2's files, the same arrays
     assert all(json.loads((ours / f).read_text()) == json.loads((theirs / f).read_text())

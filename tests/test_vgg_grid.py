@@ -58,6 +58,7 @@ class Hostile:
         return (os.system, ("touch hostile-ran",))
 
 
+@pytest.mark.filterwarnings("ignore:Detected pickle protocol")  # the hostile file's: refused all the same
 @pytest.mark.parametrize("content, message", [
     ({"features.0.weight": torch.zeros(2, 3, 3, 3)}, "not VGG-16's weights"),
     (None, "not a PyTorch weights file"),

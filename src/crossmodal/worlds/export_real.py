@@ -27,8 +27,7 @@ grounding, given the grounding world:
     flickr30k_resnet101_faster_rcnn_genome.tsv   the images' region features, bottom-up TSV layout (no stable link:
                                     placed by hand)
 
-For ETA's grid
-features, given a VGG-16 weights file (the tests' narrow stand-in):
+For ETA's grid features, given a VGG-16 weights file (the tests' narrow stand-in):
 
     train2014.zip, val2014.zip      the world's train images, and its val and test images (COCO's val2014 holds
                                     Karpathy's val and test), at the exported split file's paths
@@ -147,9 +146,8 @@ def export_grid_formats(world_dir: Path, weights: Path, out_dir: Path) -> dict[s
     return {"coco_images": [out_dir / archive for archive in IMAGE_ARCHIVES], "vgg16": [out_dir / WEIGHTS_FILE]}
 
 
-def export_real_formats(world_dir: Path, regions_path: Path, out_dir: Path) -> dict[str, Path]:
-    """Write the three captioning archives of the module docstring into `out_dir`; returns dataset name -> archive
-    path."""
+def export_real_formats(world_dir: Path, regions_path: Path, out_dir: Path) -> dict[str, list[Path]]:
+    """Write the three captioning archives of the module docstring into `out_dir`; returns dataset name -> files."""
     out_dir.mkdir(parents=True, exist_ok=True)
     split_file = world_dir / "dataset_coco.json"
     images = read_karpathy(split_file)
@@ -168,4 +166,4 @@ def export_real_formats(world_dir: Path, regions_path: Path, out_dir: Path) -> d
     _write_tsv(regions_path, tsv)
     _write_zip(out_dir / ARCHIVES["butd_adaptive"], {f"trainval/{tsv.name}": tsv})
     tsv.unlink()
-    return {name: out_dir / archive for name, archive in ARCHIVES.items()}
+    return {name: [out_dir / archive] for name, archive in ARCHIVES.items()}
