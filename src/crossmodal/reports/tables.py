@@ -818,7 +818,8 @@ def build_index(summaries: list[Path], tables_dir: Path, index_path: Path, metri
                 epochs = (f"{data['best_epoch']} / {len(data['history'])}, {data.get('stopped_by', 'max_epochs')}"
                           if data.get("history") else "")
                 index.append(_md_row([f"`{name}`", systems[name], data.get("objective", ""), epochs,
-                                      *(_fmt(100 * test[k], 1) if k in test else "" for k, _ in columns)]))
+                                      *(_fmt(100 * test[k], 1) if test.get(k) is not None else ""
+                                        for k, _ in columns)]))
         head += ["", results.environment_line()]
     write_text(index_path, "\n".join([*head, "", *index]) + "\n")
 

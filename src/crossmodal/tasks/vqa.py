@@ -15,8 +15,8 @@ Validation metric (`val_score`): the official code's evaluation score, the soft 
 by the official VQA accuracy (metrics/vqa.py) against the ten human answers of the evaluation server's copy, which
 no training or selection step reads; overall and per answer type (`test`), and per question type
 (`question_types`, "how many", "is there a", ...). Under the real profile test-dev's answers stay with the server
-(EvalAI): `test` is null and `server_only` says so, and the paper's validation scores are `best_val_score`, the
-official code's score on val2014. Outputs: the results file in the server's format and name
+(EvalAI): every accuracy of `test` is null, its `<key>_status` says why (the tables print "n/a" with that note), and
+the paper's validation scores are `best_val_score`, the official code's score on val2014. Outputs: the results file in the server's format and name
 (`vqa_OpenEnded_mscoco_test-dev2015_<system>_results.json`: [{question_id, answer}]), the file to submit.
 
 MLflow gets the score and the accuracies ×100, as the tables print them; the metrics files keep 0-1.
@@ -42,7 +42,8 @@ from .common import build_network, padded_boxes
 
 SCALE = 100  # accuracies in MLflow, as in the tables (the metrics files keep 0-1)
 SPLITS = ("train", "val", "test")
-SERVER_ONLY = "test-dev2015: its answers stay with the evaluation server (submit the results file)"
+SERVER_ONLY = ("test-dev2015's answers stay with the evaluation server: submit the results file; the validation "
+               "score is best_val_score in the metrics file")
 
 
 def image_boxes(path: Path, image_ids: np.ndarray) -> torch.Tensor:
@@ -131,7 +132,9 @@ class Vqa(Task):
         ids = self.splits["test"].question_ids
         predictions = {int(q): self.answers[a] for q, a in zip(ids.tolist(), top.tolist())}
         if self.cfg.profile == "real":
-            return {"predictions": predictions, "test": None, "server_only": SERVER_ONLY}
+            keys = ("overall", *ANSWER_TYPES)
+            return {"predictions": predictions, "test": {**dict.fromkeys(keys), **{f"{k}_status": SERVER_ONLY
+                                                                                    for k in keys}}}
         test = accuracy_by_type(predictions, self.server)
         return {"predictions": predictions, "test": test,
                 "question_types": accuracy_by_type(predictions, self.server, "question_type")}
@@ -144,7 +147,8 @@ class Vqa(Task):
 
     def write_outputs(self, run, result: dict) -> dict:
         predictions = result.pop("predictions")
-        run.log_metrics({f"test_{k}": on_scale(v, SCALE) for k, v in (result["test"] or {}).items()})
+        run.log_metrics({f"test_{k}": on_scale(v, SCALE) for k, v in result["test"].items()
+                         if not k.endswith("_status") and v is not None})
         run.set_tags({"metric_scale": f"VQA accuracy x{SCALE}, as in the tables (reports/metrics/*.json: 0-1)"})
         path = self.root / paths.PREDICTIONS / self.name / f"vqa_OpenEnded_mscoco_test-dev2015_{self.name}_results.json"
         write_json(path, [{"question_id": q, "answer": a} for q, a in predictions.items()], indent=None)
