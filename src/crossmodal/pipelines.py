@@ -199,8 +199,8 @@ def word_vectors_stage(cfg: Config, tasks: set[str]) -> dict:
     text = {"vqa": [world_file(cfg, paths.VQA_WORLD / "v2_OpenEnded_mscoco_train2014_questions.json"), paths.VQA],
             "grounding": [paths.GROUNDING_WORLD, paths.GROUNDING]}  # (data/vqa.py questions_file)
     return _stage("python -m crossmodal word-vectors", ["profile", "word_vectors"],
-                  [world_file(cfg, paths.DATASET_JSON), *(p for task in sorted(tasks) for p in text.get(task, [])), paths.raw("glove"),
-                   *stage_code("word_vectors")], [str(paths.WORD_VECTORS)])
+                  [world_file(cfg, paths.DATASET_JSON), *(p for task in sorted(tasks) for p in text.get(task, [])),
+                   paths.raw("glove"), *stage_code("word_vectors")], [str(paths.WORD_VECTORS)])
 
 
 def video_corpora(cfg: Config) -> list[str]:

@@ -231,6 +231,7 @@ def _write_sets(cfg: AttributesConfig, splits: dict[str, list[KarpathyImage]], p
         if any(len(r) == 0 for r in sets):
             raise InputError(f"attribute detector: an image has no {name} word (its captions use none of the "
                              f"{len(words)} detector words)")
-        write_region_file(out_paths[name], [im.image_id for im in items], [b.repeat(len(r), 0) for b, r in
-                                                                            zip(boxes, sets)],
-                          sets, [sizes[im.image_id] for im in items], f"attribute detector ({name}): rows (caption-vocabulary word id, probability)")
+        write_region_file(out_paths[name], [im.image_id for im in items],
+                          [b.repeat(len(r), 0) for b, r in zip(boxes, sets)], sets,
+                          [sizes[im.image_id] for im in items],
+                          f"attribute detector ({name}): rows (caption-vocabulary word id, probability)")

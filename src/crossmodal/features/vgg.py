@@ -64,11 +64,10 @@ class Vgg16Conv(nn.Module):
         self.features, self.channels = nn.Sequential(*layers), widths[-1]
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
+        """[N, 3, 224, 224] normalised images -> conv5_3 [N, C, 14, 14]."""
         return self.features(images)
 
-    def feature_map(self, images: torch.Tensor) -> torch.Tensor:
-        """[N, 3, 224, 224] normalised images -> conv5_3 [N, C, 14, 14] (the attribute detector's trunk)."""
-        return self.features(images)
+    feature_map = forward  # the name the attribute detector calls its trunk by (features/backbone.py's)
 
 
 def load_vgg16(path: Path) -> Vgg16Conv:
@@ -79,11 +78,12 @@ def load_vgg16(path: Path) -> Vgg16Conv:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # torch raises pickle, zip and runtime errors for a damaged or hostile file
         raise InputError(f"{path}: not a PyTorch weights file ({' '.join(str(err).split())[:200]})") from None
-    names = [f"features.{i}.{p}" for i in conv_indices() for p in ("weight", "bias")]
+    convs = conv_indices()
+    names = [f"features.{i}.{p}" for i in convs for p in ("weight", "bias")]
     missing = [n for n in names if not isinstance(state, dict) or not isinstance(state.get(n), torch.Tensor)]
     if missing:
         raise InputError(f"{path}: not VGG-16's weights (no tensor {missing[0]})")
-    last = [conv_indices()[sum(BLOCKS[:b + 1]) - 1] for b in range(len(BLOCKS))]
+    last = [convs[sum(BLOCKS[:b + 1]) - 1] for b in range(len(BLOCKS))]  # each block's last convolution
     model = Vgg16Conv(tuple(int(state[f"features.{i}.weight"].shape[0]) for i in last))
     try:
         model.load_state_dict({n: state[n] for n in names})

@@ -16,8 +16,9 @@ by the official VQA accuracy (metrics/vqa.py) against the ten human answers of t
 no training or selection step reads; overall and per answer type (`test`), and per question type
 (`question_types`, "how many", "is there a", ...). Under the real profile test-dev's answers stay with the server
 (EvalAI): every accuracy of `test` is null, its `<key>_status` says why (the tables print "n/a" with that note), and
-the paper's validation scores are `best_val_score`, the official code's score on val2014. Outputs: the results file in the server's format and name
-(`vqa_OpenEnded_mscoco_test-dev2015_<system>_results.json`: [{question_id, answer}]), the file to submit.
+the paper's validation scores are `best_val_score`, the official code's score on val2014. Outputs: the results file
+in the server's format and name (`vqa_OpenEnded_mscoco_test-dev2015_<system>_results.json`: [{question_id, answer}]),
+the file to submit.
 
 MLflow gets the score and the accuracies ×100, as the tables print them; the metrics files keep 0-1.
 """

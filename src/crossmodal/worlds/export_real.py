@@ -141,7 +141,8 @@ def export_grid_formats(world_dir: Path, weights: Path, out_dir: Path) -> dict[s
     named = {coco_path(image.split, image.image_id, Path(image.filename).suffix): world_dir / image.path
              for image in images}
     for archive in IMAGE_ARCHIVES:
-        _write_zip(out_dir / archive, {name: path for name, path in named.items() if name.startswith(archive[:-4])})
+        folder = Path(archive).stem + "/"
+        _write_zip(out_dir / archive, {name: path for name, path in named.items() if name.startswith(folder)})
     (out_dir / WEIGHTS_FILE).write_bytes(weights.read_bytes())
     return {"coco_images": [out_dir / archive for archive in IMAGE_ARCHIVES], "vgg16": [out_dir / WEIGHTS_FILE]}
 
