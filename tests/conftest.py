@@ -1,6 +1,20 @@
-"""Fixtures shared by the test modules (a module opts in with `pytestmark = pytest.mark.usefixtures(...)`)."""
+"""Fixtures shared by the test modules (a module opts in with `pytestmark = pytest.mark.usefixtures(...)`, or takes
+the tiny pipeline's `tiny_build` or `tiny_repo` as an argument)."""
 import pytest
 import torch
+
+# the tiny pipeline's modules, longest first: its build (test_pipeline_e2e.py), then the modules that rerun stages
+TINY_PIPELINE_MODULES = ("test_pipeline_e2e.py", "test_pipeline_reruns.py", "test_pipeline_queue.py",
+                         "test_pipeline_real.py")
+
+
+def pytest_collection_modifyitems(items):
+    """The tiny pipeline's modules before the others, which keep their order. pytest-xdist (`--dist loadfile
+    --no-loadscope-reorder`, pyproject.toml) hands modules to its workers in this order, so the long ones start
+    first and the short ones fill both workers at the end (by default it sorts by number of tests, which put a
+    one-test module of 140 s last, on one worker while the other waited)."""
+    rank = {name: k for k, name in enumerate(TINY_PIPELINE_MODULES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
 
 
 @pytest.fixture
@@ -19,3 +33,19 @@ def float64(one_thread):
     torch.set_default_dtype(torch.float64)
     yield
     torch.set_default_dtype(previous)
+
+
+@pytest.fixture(scope="session")
+def tiny_build(tmp_path_factory, worker_id):
+    """The tests' tiny pipeline (tiny_pipeline.py), built once per session and never changed."""
+    from tiny_pipeline import shared_build
+
+    return shared_build(tmp_path_factory, worker_id)
+
+
+@pytest.fixture(scope="module")
+def tiny_repo(tiny_build, tmp_path_factory):
+    """A module's own copy of the tiny pipeline, to rerun stages in."""
+    from tiny_pipeline import copy_build
+
+    return copy_build(tiny_build, tmp_path_factory.mktemp("pipeline") / "repo")

@@ -1,10 +1,11 @@
 """The README's variant examples do what they say: each `dvc exp run -S <key>=<value>` is followed by the stages it
 reruns. The check runs on the full pipeline without its data: the stages an example reaches directly are those
 whose params values file (what the `params` stage writes, stages/params.py) changes with the example's key; what
-the repro then also reruns is what depends on those stages' outputs, from DVC's own graph (`dvc dag`). `dvc repro pipelines/<paper>/dvc.yaml`
-examples are checked against the stages it needs (`dvc dag`)."""
+the repro then also reruns is what depends on those stages' outputs, from DVC's own graph (`dvc dag`, read once).
+`dvc repro pipelines/<paper>/dvc.yaml` examples are checked against the stages it needs, from the same graph."""
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 import shutil
@@ -83,17 +84,33 @@ def _short(stage: str) -> str:
     return f"{match.group(1)}:tables" if match.group(2) == "tables" else match.group(2)
 
 
-def _graph(repo: Path, target: str | None = None) -> tuple[set[str], list[tuple[str, str]]]:
-    dot = _run(repo, "dvc", "dag", "--dot", *([target] if target else ["--full"]))
+@functools.cache
+def _graph(repo: Path) -> tuple[set[str], list[tuple[str, str]]]:
+    """DVC's whole graph, once per module: the examples change params in memory, never the stage files."""
+    dot = _run(repo, "dvc", "dag", "--dot", "--full")
     nodes = set(re.findall(r'^"([^"]+)";$', dot, re.M))
     return nodes, re.findall(r'^"([^"]+)" -> "([^"]+)";$', dot, re.M)
+
+
+def _reach(edges: list[tuple[str, str]], start: set[str], upstream: bool = False) -> set[str]:
+    """`start` and every stage that needs one of them (`upstream`: that one of them needs), by the graph's edges."""
+    step: dict[str, list[str]] = {}
+    for before, after in edges:  # dvc dag --dot draws an edge from a stage to the stage that needs it
+        step.setdefault(after if upstream else before, []).append(before if upstream else after)
+    found, todo = set(start), list(start)
+    while todo:
+        for stage in step.get(todo.pop(), []):
+            if stage not in found:
+                found.add(stage)
+                todo.append(stage)
+    return found
 
 
 def reruns(repo: Path, command: str) -> set[str]:
     match = EXAMPLE.match(command)
     if match.group(4):  # one paper: its stages and every stage they need, apart from the shared ones
         ours = yaml.safe_load((repo / match.group(4)).read_text())["stages"]
-        needed = set().union(*(_graph(repo, f"{match.group(4)}:{name}")[0] for name in ours))
+        needed = _reach(_graph(repo)[1], {f"{match.group(4)}:{name}" for name in ours}, upstream=True)
         return {_short(s) for s in needed if s.startswith("pipelines/")}
     key, value = match.group(2), yaml.safe_load(match.group(3))
     before = _values(yaml.safe_load((repo / "params.yaml").read_text()))
@@ -103,15 +120,7 @@ def reruns(repo: Path, command: str) -> set[str]:
     parent[key.rsplit(".", 1)[1]] = value
     after = _values(params)
     direct = {stage for stage in before if before[stage] != after[stage]}  # whose values file changes
-    _, edges = _graph(repo)
-    found, todo = set(direct), list(direct)
-    while todo:
-        stage = todo.pop()
-        for upstream, downstream in edges:  # dvc dag --dot draws an edge from a stage to the stage that needs it
-            if upstream == stage and downstream not in found:
-                found.add(downstream)
-                todo.append(downstream)
-    return {_short(s) for s in found}
+    return {_short(s) for s in _reach(_graph(repo)[1], direct)}
 
 
 def test_there_are_examples_of_each_kind():

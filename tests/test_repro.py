@@ -3,7 +3,7 @@
 Stages `left` and `right` are independent and each sleeps, writing its start and end times; `join` reads both.
 The scheduler must run the two at once, `join` after both, record all three as `dvc repro` would (a plain `dvc
 status` then finds nothing to do), plan only what changed and what depends on it, and stop starting stages after
-a failure. The shared tiny pipeline (test_pipeline_e2e.py) is built with it too."""
+a failure. The tests' shared tiny pipeline (tiny_pipeline.py) is built with it too."""
 from __future__ import annotations
 
 import json
