@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import sqlite3
 import sys
@@ -78,6 +79,16 @@ def test_every_stage_depends_on_exactly_the_code_it_runs(tiny_build):
     stage, ran = code_stage
     assert set(stage["deps"]) == listed | ran
     assert run(repo, sys.executable, "-m", "crossmodal", "pipelines", "--check").returncode == 0
+
+
+def test_the_build_scored_every_captioning_stage_on_one_shared_meteor(tiny_build):
+    """Each captioning system's training or decoding stage and the reference points asked the scheduler's METEOR
+    (their scores are checked against pycocoevalcap's own in test_caption_metrics.py and test_meteor_server.py)."""
+    systems = sum(1 for s in stages(tiny_build.repo).values() if s["cmd"].split()[3] in ("train", "ensemble")
+                  and json.loads((tiny_build.repo / f"reports/metrics/{s['cmd'].split()[-1]}.json").read_text())
+                  .get("test", {}).get("METEOR") is not None)
+    scorings = int(re.search(r"METEOR: one JVM for (\d+) scoring", tiny_build.output).group(1))
+    assert systems >= 9 and scorings > systems, tiny_build.output[-300:]
 
 
 def test_repro_builds_every_output_and_the_table(repo):

@@ -166,6 +166,11 @@ class Build(NamedTuple):
     repo: Path  # the built repository: read it, never change it
     traces: Path  # one JSON file per `python -m crossmodal` process of the build: its argv and imported modules
 
+    @property
+    def output(self) -> str:
+        """What the build's `python -m crossmodal.repro` printed."""
+        return (self.traces.parent / "repro.out").read_text()
+
 
 def _build(build: Build) -> None:
     repo = copy_pipeline(build.repo)
@@ -175,8 +180,9 @@ def _build(build: Build) -> None:
     run(repo, sys.executable, "-m", "crossmodal", "pipelines")
     run(repo, "git", "init", "-q")
     commit_all(repo, "tiny")
-    run(repo, sys.executable, "-m", "crossmodal.repro", "--jobs", "2", trace=build.traces,  # the README's first command
-        timeout=1800)  # about 280 s alone on a 2-core AVX2 machine, 530 s beside the other worker's modules
+    out = run(repo, sys.executable, "-m", "crossmodal.repro", "--jobs", "2", trace=build.traces,  # the README's
+              timeout=1800).stdout  # first command: about 280 s alone on a 2-core AVX2 machine, 530 s beside a worker
+    (build.traces.parent / "repro.out").write_text(out)
     commit_all(repo, "repro")
 
 

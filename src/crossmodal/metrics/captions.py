@@ -5,16 +5,22 @@ SPICE's Stanford CoreNLP 3.6.0 jars are already installed, SPICE. pycocoevalcap'
 those jars from the internet on first use; the pipeline runs offline, so without the jars SPICE is reported
 as None with a status saying why, and Spice is never constructed.
 
-METEOR's JVM takes seconds to load its paraphrase table, so one METEOR process is kept per Python process
-and reused by every evaluation (it is stateless between EVAL requests).
+METEOR's JVM takes seconds to load its paraphrase table (8-10 s and as many CPU-seconds on a 2-core machine), so
+one METEOR process is kept per Python process and reused by every evaluation (it is stateless between EVAL
+requests). Where `CROSSMODAL_METEOR` names a shared scorer's socket (metrics/meteor_server.py: `python -m
+crossmodal.repro` runs one for all its stages), the scoring requests go there instead, to the same jar with the
+same arguments and the same lines in the same order, so the scores are the same; if it cannot be reached, the
+process starts its own.
 """
 from __future__ import annotations
 
 import atexit
 import contextlib
 import io
+import json
 import os
 import shutil
+import socket
 import subprocess
 import threading
 from pathlib import Path
@@ -84,7 +90,8 @@ def _close_meteor(meteor: Any) -> None:
         meteor.meteor_p.wait(timeout=10)
 
 
-def _shutdown_meteor() -> None:
+def stop_local_meteor() -> None:
+    """Stop this process's METEOR, if it runs (at exit in any case)."""
     global _meteor_instance
     with _meteor_lock:
         if _meteor_instance is not None:
@@ -92,7 +99,7 @@ def _shutdown_meteor() -> None:
             _meteor_instance = None
 
 
-atexit.register(_shutdown_meteor)
+atexit.register(stop_local_meteor)
 
 
 def _meteor() -> Any:
@@ -106,14 +113,55 @@ def _meteor() -> Any:
 
 
 def start_meteor() -> None:
-    """Start METEOR's JVM now, so that it loads its paraphrase table (seconds) while the caller trains or decodes
-    instead of when the first evaluation needs it."""
-    if shutil.which("java") is not None:
-        with _meteor_lock:
-            _meteor()
+    """Start METEOR's JVM now (the shared scorer's, where there is one), so that it loads its paraphrase table
+    while the caller trains or decodes instead of when the first evaluation needs it."""
+    if shutil.which("java") is None:
+        return
+    with contextlib.suppress(OSError):
+        _ask_shared({"start": True})
+        return
+    start_local_meteor()
+
+
+def start_local_meteor() -> None:
+    with _meteor_lock:
+        _meteor()
+
+
+SHARED_METEOR = "CROSSMODAL_METEOR"  # the environment variable naming a shared scorer's Unix socket
+SHARED_TIMEOUT = 3600.0  # seconds a request may wait: the JVM's loading and other processes' requests come first
+
+
+def _ask_shared(request: dict) -> dict:
+    """One request to the shared METEOR scorer, as one JSON line each way; OSError when there is none to ask."""
+    path = os.environ.get(SHARED_METEOR)
+    if not path:
+        raise FileNotFoundError(f"{SHARED_METEOR} is not set")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(SHARED_TIMEOUT)
+        conn.connect(path)
+        conn.sendall(json.dumps(request).encode() + b"\n")
+        with conn.makefile("rb") as reply:
+            line = reply.readline()
+    if not line:
+        raise ConnectionError("the shared METEOR scorer closed the connection")
+    return json.loads(line)
 
 
 def _meteor_score(gts: dict, res: dict) -> float:
+    """METEOR 1.5 corpus score: on the shared scorer where there is one, else on this process's own."""
+    if gts.keys() != res.keys():  # pycocoevalcap's own check refuses it
+        return local_meteor_score(gts, res)
+    try:
+        reply = _ask_shared({"pairs": [[gts[key], res[key]] for key in gts]})  # in gts' order, as pycocoevalcap
+    except OSError:
+        return local_meteor_score(gts, res)
+    if "error" in reply:
+        raise RuntimeError(reply["error"])
+    return float(reply["score"])
+
+
+def local_meteor_score(gts: dict, res: dict) -> float:
     """METEOR 1.5 corpus score through pycocoevalcap's wrapper, on a process started once and reused."""
     global _meteor_instance
     with _meteor_lock:
