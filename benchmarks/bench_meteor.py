@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import resource
 import statistics
 import time
 from pathlib import Path
 
 import numpy as np
+from bench_budget import machine
 
 from crossmodal.io import write_json, write_text
 from crossmodal.metrics import captions
@@ -77,15 +77,14 @@ def main() -> None:
     times, score = shared(gts, res, args.repeats)
     assert all(r[2] == score for r in runs), "the shared scorer gave another score"
     own_wall, own_cpu = statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
-    result = {"machine": f"{os.cpu_count()} CPUs ({platform.processor() or platform.machine()})",
-              "python": platform.python_version(), "date": time.strftime("%Y-%m-%d"), "images": args.images,
+    result = {"machine": machine(), "date": time.strftime("%Y-%m-%d"), "images": args.images,
               "own_jvm": {"wall_s": [r[0] for r in runs], "cpu_s": [r[1] for r in runs]},
               "shared_request_wall_s": times, "score": score}
     args.out_dir.mkdir(parents=True, exist_ok=True)
     write_json(args.out_dir / "meteor.json", result)
     write_text(args.out_dir / "meteor.md", "\n".join([
         "# METEOR: a stage's own JVM against the scheduler's shared scorer", "",
-        f"Machine: {result['machine']}, Python {result['python']}; {result['date']}. {args.images} captions of 5 "
+        f"Machine: {result['machine']}; {result['date']}. {args.images} captions of 5 "
         f"references each; medians of {args.repeats} (benchmarks/bench_meteor.py). Both give METEOR {score:.6f}.", "",
         "| | wall (s) | CPU (s) |", "|---|---:|---:|",
         f"| own JVM: start, load the paraphrase table, score | {own_wall:.2f} | {own_cpu:.2f} (the JVM's) |",

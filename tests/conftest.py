@@ -1,5 +1,8 @@
 """Fixtures shared by the test modules (a module opts in with `pytestmark = pytest.mark.usefixtures(...)`, or takes
 the tiny pipeline's `tiny_build` or `tiny_repo` as an argument)."""
+import os
+import shutil
+
 import pytest
 import torch
 
@@ -49,3 +52,22 @@ def tiny_repo(tiny_build, tmp_path_factory):
     from tiny_pipeline import copy_build
 
     return copy_build(tiny_build, tmp_path_factory.mktemp("pipeline") / "repo")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def shared_meteor():
+    """One METEOR JVM per pytest worker, for its tests and the stage processes they start, as `python -m
+    crossmodal.repro` gives its stages (metrics/meteor_server.py): each start loads METEOR's paraphrase table,
+    about 10 CPU-seconds. test_meteor_server.py checks the scores against a process's own METEOR."""
+    if shutil.which("java") is None:
+        yield None
+        return
+    from crossmodal.metrics.meteor_server import SharedMeteor
+
+    with SharedMeteor() as meteor:
+        os.environ.update(meteor.env)  # inherited by every process a test starts
+        try:
+            yield meteor
+        finally:
+            for key in meteor.env:
+                os.environ.pop(key, None)

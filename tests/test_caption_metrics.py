@@ -43,6 +43,16 @@ def _forbid(*_args, **_kwargs):
     raise AssertionError("network or SPICE setup attempted")
 
 
+_CONNECT = socket.socket.connect
+
+
+def _local_only(sock: socket.socket, address):
+    """A Unix socket (the tests' shared METEOR scorer, conftest.py) but no network."""
+    if sock.family != socket.AF_UNIX:
+        _forbid()
+    return _CONNECT(sock, address)
+
+
 @pytest.fixture(scope="module")
 def evaluated():
     """One full evaluation (one METEOR JVM) shared by the tests, with SPICE reported unavailable."""
@@ -51,7 +61,7 @@ def evaluated():
         mp.setattr(captions, "spice_available", lambda: False)
         mp.setattr("pycocoevalcap.spice.get_stanford_models.urlretrieve", _forbid)
         mp.setattr("pycocoevalcap.spice.spice.Spice.__init__", _forbid)
-        mp.setattr(socket.socket, "connect", _forbid)
+        mp.setattr(socket.socket, "connect", _local_only)
         result = evaluate_captions(preds, refs)
     return preds, refs, result
 

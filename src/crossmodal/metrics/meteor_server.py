@@ -15,6 +15,7 @@ METEOR, as before.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socketserver
@@ -39,7 +40,8 @@ class _Handler(socketserver.StreamRequestHandler):
                     self.server.requests += 1
         except Exception as err:  # the stage reports it, as it would report its own METEOR's failure
             reply = {"error": str(err) or repr(err)}
-        self.wfile.write(json.dumps(reply).encode() + b"\n")
+        with contextlib.suppress(OSError):  # a client killed while it waited
+            self.wfile.write(json.dumps(reply).encode() + b"\n")
 
 
 class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
