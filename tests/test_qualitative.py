@@ -3,7 +3,6 @@
 metrics logged on the tables' ×100 scale while the metrics files keep 0–1 (tasks/captioning.py)."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from types import SimpleNamespace
 
