@@ -85,12 +85,12 @@ def run(targets: list[str], jobs: int) -> int:
         return subprocess.call(["dvc", "repro", *targets])
     from dvc.repo import Repo
 
-    from .metrics.meteor_server import SharedMeteor
-
     order, waits_for = plan(targets)
     if not order:
         _say("every stage is up to date")
         return 0
+    from .metrics.meteor_server import SharedMeteor
+
     start = time.perf_counter()
     logs = Path(Repo.find_root()) / LOGS
     logs.mkdir(parents=True, exist_ok=True)
@@ -99,8 +99,8 @@ def run(targets: list[str], jobs: int) -> int:
         env.update(meteor.env)
         status = _schedule(order, waits_for, logs, env, jobs)
     if status == 0:
-        _say(f"{len(order)} stages in {time.perf_counter() - start:.0f} s; METEOR: one JVM for "
-             f"{meteor.requests} scoring(s)")
+        shared = f"; METEOR: one JVM for {meteor.requests} scoring(s)" if meteor.requests else ""
+        _say(f"{len(order)} stages in {time.perf_counter() - start:.0f} s{shared}")
     return status
 
 
