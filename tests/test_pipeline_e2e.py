@@ -25,10 +25,11 @@ from tiny_pipeline import run, stages
 from crossmodal.environment import summary
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # the in-process runs (resume, patience), as the stages
+
+
 @pytest.fixture(scope="module")
 def repo(tiny_repo: Path) -> Path:
     return tiny_repo  # this module's own copy of the session's tiny pipeline
-
 
 
 # modules a stage imports only under the real profile (the tiny run is synthetic)
@@ -87,8 +88,9 @@ def test_the_build_scored_every_captioning_stage_on_one_shared_meteor(tiny_build
     systems = sum(1 for s in stages(tiny_build.repo).values() if s["cmd"].split()[3] in ("train", "ensemble")
                   and json.loads((tiny_build.repo / f"reports/metrics/{s['cmd'].split()[-1]}.json").read_text())
                   .get("test", {}).get("METEOR") is not None)
-    scorings = int(re.search(r"METEOR: one JVM for (\d+) scoring", tiny_build.output).group(1))
-    assert systems >= 9 and scorings > systems, tiny_build.output[-300:]
+    log = tiny_build.log.read_text()
+    scorings = int(re.search(r"METEOR: one JVM for (\d+) scoring", log).group(1))
+    assert systems >= 9 and scorings > systems, log[-300:]
 
 
 def test_repro_builds_every_output_and_the_table(repo):

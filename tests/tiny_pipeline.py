@@ -141,7 +141,6 @@ def tiny_params(params: dict) -> dict:
     return _merge(params, TINY)
 
 
-
 def stages(repo: Path) -> dict[str, dict]:
     """Every stage of the repository's stage files, by the command it runs."""
     out = {}
@@ -149,7 +148,6 @@ def stages(repo: Path) -> dict[str, dict]:
         for name, stage in yaml.safe_load(path.read_text())["stages"].items():
             out[stage["cmd"]] = {"name": name, "file": path, **stage}
     return out
-
 
 
 def in_paper(paper: str, *names: str) -> list[str]:
@@ -167,9 +165,9 @@ class Build(NamedTuple):
     traces: Path  # one JSON file per `python -m crossmodal` process of the build: its argv and imported modules
 
     @property
-    def output(self) -> str:
+    def log(self) -> Path:
         """What the build's `python -m crossmodal.repro` printed."""
-        return (self.traces.parent / "repro.out").read_text()
+        return self.traces.parent / "repro.out"
 
 
 def _build(build: Build) -> None:
@@ -182,7 +180,7 @@ def _build(build: Build) -> None:
     commit_all(repo, "tiny")
     out = run(repo, sys.executable, "-m", "crossmodal.repro", "--jobs", "2", trace=build.traces,  # the README's
               timeout=1800).stdout  # first command: about 280 s alone on a 2-core AVX2 machine, 530 s beside a worker
-    (build.traces.parent / "repro.out").write_text(out)
+    build.log.write_text(out)
     commit_all(repo, "repro")
 
 
