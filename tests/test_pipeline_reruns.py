@@ -1,6 +1,7 @@
 """What a change reruns, on a copy of the tests' tiny pipeline (tiny_pipeline.py): a new model file and the runtime
 params rerun nothing; an edited model file, a recipe's key, a value stated at a new key and one system's param rerun
-exactly the stages that take them, and what depends on those stages' outputs.
+exactly the stages that take them, and what depends on those stages' outputs; an edited world reruns only the stage
+that writes it.
 """
 from __future__ import annotations
 
@@ -52,6 +53,26 @@ def test_editing_one_model_file_changes_only_its_systems(repo):
         run(repo, "dvc", "repro", "code")
     assert "changed" not in run(repo, "dvc", "status").stdout
     assert run(repo, "git", "status", "--porcelain").stdout == ""  # the lock is back as it was
+
+
+def test_a_world_changed_behind_dvcs_back_is_written_again_and_reruns_no_reader(repo):
+    """The stages that read the whole image world depend on its manifest (manifests.py), not on its files: an
+    edited picture is a changed output of `synthesize`, which `dvc repro` runs again; it writes the world every
+    reader read, with the same manifest, so no reader reruns. A reader started by hand on the edited world stops."""
+    image = next((repo / "data/raw/image_world/images/train").glob("*.png"))
+    original = image.read_bytes()
+    image.write_bytes(original[::-1])
+    try:
+        assert _stages_changed(run(repo, "dvc", "status").stdout) == ["synthesize"]
+        refused = run(repo, sys.executable, "-m", "crossmodal", "reference-points", check=False)
+        assert refused.returncode != 0 and f"first images/train/{image.name}:" in refused.stderr, refused.stderr
+        assert stages_run(run(repo, "dvc", "repro").stdout) == ["synthesize"]
+    finally:
+        if image.read_bytes() != original:
+            image.write_bytes(original)
+    assert image.read_bytes() == original
+    assert "changed" not in run(repo, "dvc", "status").stdout
+    assert run(repo, "git", "status", "--porcelain").stdout == ""
 
 
 def _stages_changed(status: str) -> list[str]:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import yaml
 
-from . import closures, paths
+from . import closures, manifests, paths
 from .config import PAPERS, VIDEO_DATASETS, VIDEO_MODALITIES, Config
 from .io import InputError, write_text
 
@@ -90,12 +90,13 @@ def _dedupe(items: list[str]) -> list[str]:
 
 
 def spine_stages(cfg: Config) -> dict:
-    raw, world = paths.RAW, str(paths.WORLD)
+    raw, world = paths.RAW, manifest(paths.WORLD)  # what reads the whole world depends on its manifest
     stages = {f"download-{name}": _stage(
         f"python -m crossmodal download --dataset {name}", ["profile", f"datasets.{name}"], stage_code("download"),
         [{str(paths.raw(name)): {"cache": False, "persist": True}}]) for name in cfg.datasets}
     stages["synthesize"] = _stage("python -m crossmodal synthesize", ["profile", "world"], stage_code("synthesize"),
-                                  [world, {str(paths.METRICS / "data_profile.json"): {"cache": False}}])
+                                  [str(paths.WORLD), world,
+                                   {str(paths.METRICS / "data_profile.json"): {"cache": False}}])
     image_vocabularies = [f"vocabularies.{n}" for n, v in cfg.vocabularies.items() if v.corpus == "images"]
     stages["prepro_captions"] = _stage(
         "python -m crossmodal prepro-captions", ["profile", *image_vocabularies, "evaluation.qualitative_examples"],
@@ -165,6 +166,12 @@ def spine_stages(cfg: Config) -> dict:
     return stages
 
 
+def manifest(folder: Path) -> str:
+    """A world folder's manifest (manifests.py): the stage that writes the folder writes it too, and the stages
+    that read the whole folder depend on it, so that DVC walks the folder once per repro, not once per reader."""
+    return str(manifests.path_of(folder))
+
+
 def world_file(cfg: Config, path: Path) -> Path:
     """A synthetic world's file as a dependency; under the real profile its world is a note, read as the folder."""
     return path.parent if cfg.profile == "real" else path
@@ -183,11 +190,11 @@ def vqa_stages(cfg: Config) -> dict:
 
 def grounding_stages(cfg: Config) -> dict:
     """The grounding world and BAN's preprocessing of Flickr30k Entities files."""
-    grounding_world = str(paths.GROUNDING_WORLD)
+    grounding_world = manifest(paths.GROUNDING_WORLD)
     return {
         "synthesize_grounding": _stage("python -m crossmodal synthesize-grounding", ["profile", "grounding.world"],
                                        [world_file(cfg, paths.SCENE_GRAPHS), *stage_code("synthesize_grounding")],
-                                       [grounding_world]),
+                                       [str(paths.GROUNDING_WORLD), grounding_world]),
         "prepro_grounding": _stage("python -m crossmodal prepro-grounding", ["profile", "grounding.sentence_length"],
                                    [grounding_world, paths.raw("flickr30k_entities"), *stage_code("prepro_grounding")],
                                    [str(paths.GROUNDING)])}
@@ -197,7 +204,7 @@ def word_vectors_stage(cfg: Config, tasks: set[str]) -> dict:
     """The word vectors BAN-Glove starts from: trained on the training text of the image world and of the worlds of
     `tasks` (their processed word lists restrict GloVe under the real profile)."""
     text = {"vqa": [world_file(cfg, paths.VQA_WORLD / "v2_OpenEnded_mscoco_train2014_questions.json"), paths.VQA],
-            "grounding": [paths.GROUNDING_WORLD, paths.GROUNDING]}  # (data/vqa.py questions_file)
+            "grounding": [manifest(paths.GROUNDING_WORLD), paths.GROUNDING]}  # (data/vqa.py questions_file)
     return _stage("python -m crossmodal word-vectors", ["profile", "word_vectors"],
                   [world_file(cfg, paths.DATASET_JSON), *(p for task in sorted(tasks) for p in text.get(task, [])),
                    paths.raw("glove"), *stage_code("word_vectors")], [str(paths.WORD_VECTORS)])
@@ -219,13 +226,14 @@ def video_annotations(cfg: Config) -> list[Path]:
 
 def video_stages(cfg: Config) -> dict:
     """The video world, its captions' preprocessing and the three feature extractors (HOCA's data)."""
-    world, datasets = str(paths.VIDEO_WORLD), video_corpora(cfg)
+    world, datasets = manifest(paths.VIDEO_WORLD), video_corpora(cfg)
     raw = [paths.raw(d) for d in datasets]
     video_vocabularies = [f"vocabularies.{n}" for n, v in cfg.vocabularies.items() if v.corpus != "images"]
     stages = {
         "synthesize_video": _stage("python -m crossmodal synthesize-video", ["profile", "video.world"],
                                    stage_code("synthesize_video"),
-                                   [world, {str(paths.METRICS / "video_profile.json"): {"cache": False}}]),
+                                   [str(paths.VIDEO_WORLD), world,
+                                    {str(paths.METRICS / "video_profile.json"): {"cache": False}}]),
         "prepro_video": _stage("python -m crossmodal prepro-video",
                                ["profile", *video_vocabularies, "evaluation.qualitative_examples"],
                                [*video_annotations(cfg), *raw, *stage_code("prepro_video")], [str(paths.VIDEO)])}

@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .. import paths
+from .. import manifests, paths
 from .common import progress, real, set_threads, split_file
 
 
 def run(cfg, root: Path, args) -> None:
+    manifests.check(root / paths.WORLD)
     set_threads(cfg)
     if real(cfg):
         from ..data.karpathy import read_karpathy

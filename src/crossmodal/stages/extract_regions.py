@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .. import paths
+from .. import manifests, paths
 from .common import progress, real, set_threads
 
 ARGUMENTS = {"--grounding": "the dataset whose TSVs (Flickr30k's images) join COCO's under profile real"}
@@ -16,6 +16,7 @@ OPTIONAL = ("--grounding",)
 
 
 def run(cfg, root: Path, args) -> None:
+    manifests.check(root / paths.WORLD)
     if real(cfg):
         from ..data.butd_tsv import convert_butd_tsv, find_tsv_files
 

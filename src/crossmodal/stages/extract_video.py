@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import paths
+from .. import manifests, paths
 from ..config import VIDEO_DATASETS, VIDEO_MODALITIES
 from ..io import InputError, write_json
 from .common import progress, real, set_threads
@@ -68,6 +68,7 @@ def convert_user_features(root: Path, modality: str) -> dict:
 
 
 def run(cfg, root: Path, args) -> None:
+    manifests.check(root / paths.VIDEO_WORLD)
     modality = args.modality
     if modality not in VIDEO_MODALITIES:
         raise InputError(f"--modality must be one of {', '.join(VIDEO_MODALITIES)}, not {modality!r}")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .. import paths
+from .. import manifests, paths
 from ..data.captions import preprocess
 from ..data.coco import read_coco_captions
 from ..data.karpathy import read_karpathy
@@ -15,6 +15,7 @@ from .common import real, split_file
 
 
 def run(cfg, root: Path, args) -> None:
+    manifests.check(root / paths.WORLD)
     sources = paths.COCO_CAPTION_FILES if real(cfg) else [paths.world_annotations(s) for s in ("val", "test")]
     references: dict[int, list[str]] = {}
     for source in sources:

@@ -41,7 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import paths
+from .. import manifests, paths
 from ..data.flickr30k_entities import (ENTITY_TYPES, EntityPhrase, check_splits, phrase_status, read_entity_image,
                                        read_split_ids)
 from ..io import InputError, atomic_path, write_json
@@ -140,6 +140,7 @@ def preprocess_grounding(source: Path, out: Path, sentence_length: int) -> dict:
 
 
 def run(cfg, root: Path, args) -> None:
+    manifests.check(root / paths.GROUNDING_WORLD)
     source = root / (paths.raw("flickr30k_entities") if real(cfg) else paths.GROUNDING_WORLD)
     summary = preprocess_grounding(source, root / paths.GROUNDING, cfg.grounding.sentence_length)
     print(json.dumps(summary))

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import paths
+from .. import manifests, paths
 from ..config import flatten
 from ..io import save_torch, write_json
 from .common import progress, real, record_environment, set_threads, skipped_under_real_profile
 
 
 def run(cfg, root: Path, args) -> None:
+    manifests.check(root / paths.WORLD)
     if real(cfg):
         note = "not trained: profile real converts the published bottom-up-attention features"
         save_torch({"profile": "real", "note": note}, root / paths.BACKBONE)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import paths
+from .. import manifests, paths
 from ..data.coco import read_coco_captions
 from ..data.karpathy import read_karpathy
 from ..io import write_json
@@ -14,6 +14,7 @@ from .common import record_environment, split_file
 
 
 def run(cfg, root: Path, args) -> None:
+    manifests.check(root / paths.WORLD)
     images = read_karpathy(root / split_file(cfg))
     candidates = sorted({" ".join(s.tokens) for img in images if img.split == "train" for s in img.sentences})
     val_refs = read_coco_captions(root / paths.references("val"))

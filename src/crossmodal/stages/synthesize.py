@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import paths
+from .. import manifests, paths
 from ..config import REAL_DATA, to_dict
 from ..io import atomic_path, write_json
 from .common import progress, real, skipped_under_real_profile
@@ -13,11 +13,13 @@ def run(cfg, root: Path, args) -> None:
     if real(cfg):
         with atomic_path(root / paths.WORLD) as tmp:
             skipped_under_real_profile(tmp / "PROFILE.json", "not generated: profile real reads the published COCO files")
+        manifests.write(root / paths.WORLD)
         write_json(root / paths.METRICS / "data_profile.json", {"profile": REAL_DATA, "synthetic": False})
         return
     from ..worlds.image_world import generate
 
     summary = generate(cfg.world, root / paths.WORLD, progress=progress(cfg))
+    manifests.write(root / paths.WORLD)
     write_json(root / paths.METRICS / "data_profile.json", {
         "profile": "synthetic image world",
         "synthetic": True,

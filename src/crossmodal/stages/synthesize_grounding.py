@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import paths
+from .. import manifests, paths
 from ..config import to_dict
 from .common import write_task_world
 
@@ -17,3 +17,4 @@ def run(cfg, root: Path, args) -> None:
         return {"images": generate(GroundingWorldConfig(**to_dict(cfg.grounding.world)), scene_graphs, out)}
 
     write_task_world(cfg, root, paths.GROUNDING_WORLD, "Flickr30k Entities", generate)
+    manifests.write(root / paths.GROUNDING_WORLD)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .. import paths
+from .. import manifests, paths
 from ..config import VIDEO_DATASETS
 from ..io import atomic_path, write_json
 from .common import progress, real, skipped_under_real_profile
@@ -19,6 +19,7 @@ def run(cfg, root: Path, args) -> None:
     if real(cfg):
         with atomic_path(root / paths.VIDEO_WORLD) as tmp:
             skipped_under_real_profile(tmp / "PROFILE.json", "not generated: profile real reads MSVD and MSR-VTT")
+        manifests.write(root / paths.VIDEO_WORLD)
         write_json(root / PROFILE, {"profile": "MSVD and MSR-VTT (user-extracted features)", "synthetic": False})
         return
     from ..worlds.video_world import write_dataset
@@ -29,6 +30,7 @@ def run(cfg, root: Path, args) -> None:
         for dataset in VIDEO_DATASETS:
             clips = write_dataset(world, dataset, tmp / dataset, progress=progress(cfg))
             counts[f"{dataset}-like clips"] = {s: sum(c.split == s for c in clips) for s in ("train", "val", "test")}
+    manifests.write(root / paths.VIDEO_WORLD)
     write_json(root / PROFILE, {"profile": "synthetic video world", "synthetic": True, **counts,
                                 "frames": world.frames, "fps": world.fps, "seed": world.seed})
     print(json.dumps(counts))

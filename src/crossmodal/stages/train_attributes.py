@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import paths
+from .. import manifests, paths
 from ..config import flatten
 from ..io import write_json
 from .common import progress, real, record_environment, set_threads, split_file
 
 
 def run(cfg, root: Path, args) -> None:
+    manifests.check(root / paths.WORLD)
     from ..tracking import Run
 
     params = {**flatten(cfg.attributes, "attributes"), "grid.size": cfg.grid.size}

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .. import paths
+from .. import manifests, paths
 from ..io import InputError
 from .common import real
 
@@ -31,6 +31,7 @@ def training_text(cfg, root: Path) -> list[list[str]]:
         from ..data.flickr30k_entities import read_entity_sentences, read_split_ids
 
         world = root / paths.GROUNDING_WORLD
+        manifests.check(world)
         text += [[w.lower() for w in sentence.words] for image_id in read_split_ids(world / "train.txt")
                  for sentence in read_entity_sentences(world / "Sentences" / f"{image_id}.txt")]
     return text
