@@ -11,7 +11,8 @@ from .common import progress, real, set_threads, split_file
 
 
 def run(cfg, root: Path, args) -> None:
-    manifests.check(root / paths.WORLD)
+    if not real(cfg):
+        manifests.check(root / paths.WORLD)  # the world this stage reads, as its manifest lists it
     set_threads(cfg)
     if real(cfg):
         from ..data.karpathy import read_karpathy

@@ -68,7 +68,6 @@ def convert_user_features(root: Path, modality: str) -> dict:
 
 
 def run(cfg, root: Path, args) -> None:
-    manifests.check(root / paths.VIDEO_WORLD)
     modality = args.modality
     if modality not in VIDEO_MODALITIES:
         raise InputError(f"--modality must be one of {', '.join(VIDEO_MODALITIES)}, not {modality!r}")
@@ -79,6 +78,7 @@ def run(cfg, root: Path, args) -> None:
         write_json(root / paths.METRICS / f"extract_{modality}.json", summary)
         print(json.dumps(summary))
         return
+    manifests.check(root / paths.VIDEO_WORLD)  # the world this stage reads, as its manifest lists it
     import torch
     from tqdm import tqdm
 

@@ -14,7 +14,8 @@ from .common import progress, real, record_environment, set_threads, split_file
 
 
 def run(cfg, root: Path, args) -> None:
-    manifests.check(root / paths.WORLD)
+    if not real(cfg):
+        manifests.check(root / paths.WORLD)  # the world this stage reads, as its manifest lists it
     from ..tracking import Run
 
     params = {**flatten(cfg.attributes, "attributes"), "grid.size": cfg.grid.size}
