@@ -1,5 +1,5 @@
 """What a reader of an MLflow run sees besides the curves: the qualitative examples drawn as pictures
-(reports/drawing.py: deterministic PNGs, fixed width, wrapped text, a video clip's frame strip), and caption
+(drawing.py: deterministic PNGs, fixed width, wrapped text, a video clip's frame strip), and caption
 metrics logged on the tables' ×100 scale while the metrics files keep 0–1 (tasks/captioning.py)."""
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from crossmodal import paths
 from crossmodal.data.captions import write_examples
 from crossmodal.data.karpathy import KarpathyImage
 from crossmodal.io import InputError
-from crossmodal.reports import drawing
+from crossmodal import drawing
 from crossmodal.tasks.captioning import SCALE, Captioning, write_captions
 
 LONG = "a large checkered red square to the left of a small dotted green circle above a blue star " * 2

@@ -39,7 +39,7 @@ from matplotlib.ticker import MaxNLocator
 from PIL import Image
 
 from ..io import InputError, atomic_path, read_json, write_text
-from .drawing import png_bytes
+from ..drawing import png_bytes
 
 SCALE = 100  # the tables' scale of caption metrics (tasks/captioning.py SCALE; not imported: it pulls in torch)
 METRIC = "val_CIDEr"  # the validation metric the best epoch maximises (tasks/captioning.py Captioning.metric)

@@ -38,7 +38,7 @@ from ..features.word_vectors import embedding_matrix, read_word_vectors
 from ..io import InputError, atomic_path, read_json, write_text
 from ..metrics.captions import cider_only, evaluate_captions, start_meteor, write_results
 from ..models.registry import build_model
-from ..reports.drawing import caption_panel, save_png
+from ..drawing import caption_panel, save_png
 from .base import Task, on_scale
 
 SCALE = 100  # caption metrics in MLflow, as in the tables (the metrics files keep 0-1)
@@ -171,7 +171,7 @@ def write_captions(cfg, root: Path, name: str, run, refs: dict[int, list[str]], 
 def qualitative(cfg, root: Path, predictions: dict[int, str], refs: dict[int, list[str]], folder: Path,
                 corpus: str = "images") -> tuple[str, list[Path]]:
     """The qualitative examples `prepro_captions` (or `prepro_video`) set aside (`paths.examples(corpus)`): a
-    markdown page, and the pictures it embeds, one PNG per item in `folder` (reports/drawing.py: the image with the
+    markdown page, and the pictures it embeds, one PNG per item in `folder` (drawing.py: the image with the
     model's and the reference captions; under the real profile, whose images are not downloaded, and for video
     clips, the captions with a note). Returns the page and the PNGs."""
     examples = read_json(root / paths.examples(corpus) / "examples.json")

@@ -15,7 +15,7 @@ from typing import Sequence
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
-from ..io import atomic_path
+from .io import atomic_path
 
 PANEL_WIDTH = 480  # pixels; the picture is scaled to fit it, text wraps to it
 PICTURE_HEIGHT = 240  # the picture's height on the panel (whole-number upscaling, nearest neighbour)
