@@ -47,3 +47,11 @@ def test_a_folder_changed_after_its_manifest_is_refused_with_the_files_named(fol
 def test_a_missing_manifest_is_refused(folder):
     with pytest.raises(InputError, match="^missing file: .*world.manifest.json"):
         manifests.check(folder)
+
+
+@pytest.mark.parametrize("text", ["[]", '{"folder": "world"}', "{not json"])
+def test_a_manifest_that_is_not_one_is_refused_in_one_line(folder, text):
+    manifests.path_of(folder).write_text(text)
+    with pytest.raises(InputError, match="world.manifest.json: not") as refused:
+        manifests.check(folder)
+    assert "\n" not in str(refused.value)

@@ -40,9 +40,12 @@ def check(folder: Path) -> None:
     manifest = path_of(folder)
     if not manifest.is_file():
         raise InputError(f"missing file: {manifest} (the manifest of {folder}; `dvc repro` writes both)")
-    recorded, found = read_json(manifest).get("files"), digests(folder)
+    data = read_json(manifest)
+    recorded = data.get("files") if isinstance(data, dict) else None
+    if not isinstance(recorded, dict):
+        raise InputError(f"{manifest}: not a manifest (no `files` mapping); `dvc repro` writes it again")
+    found = digests(folder)
     if found != recorded:
-        recorded = recorded if isinstance(recorded, dict) else {}
         differ = sorted(f for f in recorded.keys() | found.keys() if recorded.get(f) != found.get(f))
         raise InputError(f"{folder} differs from its manifest {manifest} in {len(differ)} file(s), first "
                          f"{', '.join(differ[:3])}: it was changed after the stage that writes it ran "
