@@ -150,6 +150,7 @@ def test_real_profile_downloads_converts_and_trains_the_world_served_in_the_publ
     ban = json.loads((real / f"reports/metrics/{BAN}.json").read_text())
     assert ban["test"]["overall"] is None and "server" in ban["test"]["overall_status"]
     assert 0 <= ban["best_val_score"] <= 1
+    assert {"overall", "yes/no", "number", "other"} <= set(ban["val"]) and 0 <= ban["val"]["overall"] <= 1  # val2014
     testdev = (real / "reports/tables/ban_testdev.md").read_text()  # BAN's tables: test-dev's scores are the server's
     assert "n/a" in testdev and "stay with the evaluation server" in testdev
     assert f"{100 * grounding['test']['R@1']:.1f}" in (real / "reports/tables/ban_flickr_recall.md").read_text()

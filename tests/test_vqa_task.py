@@ -1,9 +1,12 @@
 """The VQA task and BAN's data path: prepro_vqa's arrays decode the VQA v2 files exactly, the loss and the
-accuracies equal direct computations, the boxes the counter reads are fractions of the image, BAN's warm-up and
-decay schedule, and a clear refusal under the real profile."""
+accuracies equal direct computations (val2014's under the real profile, where test-dev's stay with the server), the
+boxes the counter reads are fractions of the image, BAN's warm-up and decay schedule, and a clear refusal under the
+real profile."""
 from __future__ import annotations
 
 import json
+import shutil
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -90,6 +93,37 @@ def test_accuracy_by_type_is_the_official_accuracy_averaged_per_answer_type(vqa)
                                                                  if a.question_type == kind]))
     with pytest.raises(Exception, match="no annotation of question 7"):
         accuracy_by_type({7: "yes"}, annotations_file(root / "vqa_world", "test"))
+
+
+def test_under_the_real_profile_test_dev_is_the_servers_and_val_gets_the_official_accuracy(vqa, tmp_path):
+    """test-dev's accuracies are null (its answers stay with the server); val2014's are the official accuracy of the
+    model's answers against the `vqa_v2` download's val annotations, overall and per answer type."""
+    root, _ = vqa
+    download = tmp_path / "data/raw/vqa_v2"
+    download.mkdir(parents=True)
+    shutil.copy(annotations_file(root / "vqa_world", "val"), annotations_file(download, "val"))
+    annotations = {q.question_id: q.annotation for q in read_vqa(
+        questions_file(root / "vqa_world", "val"), annotations_file(root / "vqa_world", "val"))}
+    task = Vqa.__new__(Vqa)
+    task.cfg, task.root = SimpleNamespace(profile="real"), tmp_path
+    task.answers = json.loads((root / "processed/answers.json").read_text())
+    task.splits = {s: load_vqa_split(root / "processed", s) for s in ("val", "test")}
+    rng = np.random.default_rng(1)
+    top = {s: rng.integers(len(task.answers), size=len(task.splits[s].question_ids)) for s in task.splits}
+    top["val"][::2] = [task.answers.index(annotations[int(q)].multiple_choice_answer)  # some right, some not
+                       if annotations[int(q)].multiple_choice_answer in task.answers else 0
+                       for q in task.splits["val"].question_ids[::2]]
+    task.top_answers = lambda model, split: top[split]
+    result = task.test(None)
+    assert [v for k, v in result["test"].items() if not k.endswith("_status")] == [None] * 4
+    assert "server" in result["test"]["overall_status"]
+    scores = {int(q): vqa_accuracy(task.answers[a], annotations[int(q)].answers)
+              for q, a in zip(task.splits["val"].question_ids, top["val"])}
+    assert result["val"]["overall"] == pytest.approx(np.mean(list(scores.values()))) and result["val"]["overall"] > 0
+    for kind in {a.answer_type for a in annotations.values()}:
+        assert result["val"][kind] == pytest.approx(np.mean([s for q, s in scores.items()
+                                                             if annotations[q].answer_type == kind]))
+    assert set(result["val_question_types"]) == {a.question_type for a in annotations.values()} | {"overall"}
 
 
 def test_the_counter_reads_boxes_as_fractions_of_each_image(tmp_path):

@@ -293,8 +293,9 @@ def _model_data(cfg: Config, name: str) -> list:
     """What feeds a system's network: its task's processed data (a captioner: its vocabulary's captions) and its
     inputs' feature sets."""
     model, features = cfg.model_of(name), [paths.features(s) for s in cfg.model_of(name).inputs.values()]
-    if cfg.systems()[name].task == "vqa":  # its questions, the test-dev answers (server/), maybe word vectors
-        return [paths.VQA, paths.VQA_WORLD, *features,
+    if cfg.systems()[name].task == "vqa":  # its questions, the answers it is scored on (synthetic: test-dev's in
+        return [paths.VQA, paths.VQA_WORLD, *features,  # the world's server/; real: val2014's), maybe word vectors
+                *([paths.raw("vqa_v2")] if cfg.profile == "real" else []),
                 *([paths.WORD_VECTORS] if model.model_args.get("word_vectors") else [])]
     if cfg.systems()[name].task == "grounding":  # its sentences, phrases and boxes, maybe word vectors
         return [paths.GROUNDING, *features, *([paths.WORD_VECTORS] if model.model_args.get("word_vectors") else [])]

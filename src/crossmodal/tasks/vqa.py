@@ -15,8 +15,10 @@ Validation metric (`val_score`): the official code's evaluation score, the soft 
 by the official VQA accuracy (metrics/vqa.py) against the ten human answers of the evaluation server's copy, which
 no training or selection step reads; overall and per answer type (`test`), and per question type
 (`question_types`, "how many", "is there a", ...). Under the real profile test-dev's answers stay with the server
-(EvalAI): every accuracy of `test` is null, its `<key>_status` says why (the tables print "n/a" with that note), and
-the paper's validation scores are `best_val_score`, the official code's score on val2014. Outputs: the results file
+(EvalAI): every accuracy of `test` is null, its `<key>_status` says why (the tables print "n/a" with that note), the
+official code's score on val2014 is `best_val_score`, and the official VQA accuracy on val2014 is `val` (overall and per
+answer type) and `val_question_types`, against the `vqa_v2` download's val annotations: the paper's ablations are on
+val, but here val also selected the epoch, so these are optimistic. Outputs: the results file
 in the server's format and name (`vqa_OpenEnded_mscoco_test-dev2015_<system>_results.json`: [{question_id, answer}]),
 the file to submit.
 
@@ -43,8 +45,8 @@ from .common import build_network, padded_boxes
 
 SCALE = 100  # accuracies in MLflow, as in the tables (the metrics files keep 0-1)
 SPLITS = ("train", "val", "test")
-SERVER_ONLY = ("test-dev2015's answers stay with the evaluation server: submit the results file; the validation "
-               "score is best_val_score in the metrics file")
+SERVER_ONLY = ("test-dev2015's answers stay with the evaluation server: submit the results file; the accuracy on "
+               "val2014, which selected the epoch, is `val` in the metrics file")
 
 
 def image_boxes(path: Path, image_ids: np.ndarray) -> torch.Tensor:
@@ -128,14 +130,20 @@ class Vqa(Task):
         targets = self.splits["val"].targets
         return float(targets[np.arange(len(top)), top].mean())
 
+    def predicted(self, model: nn.Module, split: str) -> dict[int, str]:
+        """{question id: the model's top answer} over a split."""
+        top = self.top_answers(model, split)
+        return {int(q): self.answers[a] for q, a in zip(self.splits[split].question_ids.tolist(), top.tolist())}
+
     def test(self, model) -> dict:
-        top = self.top_answers(model, "test")
-        ids = self.splits["test"].question_ids
-        predictions = {int(q): self.answers[a] for q, a in zip(ids.tolist(), top.tolist())}
+        predictions = self.predicted(model, "test")
         if self.cfg.profile == "real":
             keys = ("overall", *ANSWER_TYPES)
+            val, annotations = self.predicted(model, "val"), annotations_file(self.root / paths.raw("vqa_v2"), "val")
             return {"predictions": predictions, "test": {**dict.fromkeys(keys), **{f"{k}_status": SERVER_ONLY
-                                                                                    for k in keys}}}
+                                                                                    for k in keys}},
+                    "val": accuracy_by_type(val, annotations),
+                    "val_question_types": accuracy_by_type(val, annotations, "question_type")}
         test = accuracy_by_type(predictions, self.server)
         return {"predictions": predictions, "test": test,
                 "question_types": accuracy_by_type(predictions, self.server, "question_type")}
@@ -148,8 +156,9 @@ class Vqa(Task):
 
     def write_outputs(self, run, result: dict) -> dict:
         predictions = result.pop("predictions")
-        run.log_metrics({f"test_{k}": on_scale(v, SCALE) for k, v in result["test"].items()
-                         if not k.endswith("_status") and v is not None})
+        for split in ("test", "val"):
+            run.log_metrics({f"{split}_{k}": on_scale(v, SCALE) for k, v in result.get(split, {}).items()
+                             if not k.endswith("_status") and v is not None})
         run.set_tags({"metric_scale": f"VQA accuracy x{SCALE}, as in the tables (reports/metrics/*.json: 0-1)"})
         path = self.root / paths.PREDICTIONS / self.name / f"vqa_OpenEnded_mscoco_test-dev2015_{self.name}_results.json"
         write_json(path, [{"question_id": q, "answer": a} for q, a in predictions.items()], indent=None)
