@@ -23,6 +23,7 @@ from pathlib import Path
 import yaml
 from bench_budget import machine
 
+from crossmodal.environment import describe
 from crossmodal.io import write_json, write_text
 
 BIN = Path(sys.executable).parent  # this environment's dvc
@@ -73,9 +74,9 @@ def main() -> None:
     stages = {name: sum(len(yaml.safe_load(f.read_text())["stages"]) for f in [clone / "dvc.yaml",
                                                                               *clone.glob("pipelines/*/dvc.yaml")])
               for name, clone in clones.items()}
-    import torch  # the CPU's kind (the results of two machines differ): ATen's capability, AVX2 or AVX512
+    capability = describe()["cpu_capability"]  # the CPU's kind (two machines' results differ): AVX2, AVX512
 
-    result = {"machine": f"{machine()}, ATen capability {torch.backends.cpu.get_cpu_capability()}", "date": time.strftime("%Y-%m-%d"), "runs": args.runs,
+    result = {"machine": f"{machine()}, ATen capability {capability}", "date": time.strftime("%Y-%m-%d"), "runs": args.runs,
               **{name: {"commit": ids[name], "stages": stages[name], "status_s": times[name]} for name in clones}}
     args.out_dir.mkdir(parents=True, exist_ok=True)
     write_json(args.out_dir / "noop.json", result)
