@@ -2,7 +2,8 @@
 complexity argument, the measured side of the paper's Table 3).
 
 Run: PYTHONPATH=src python benchmarks/bench_hoca.py [--frames 10 20 40 80] [--words 20] [--repeats 3]
-Writes benchmarks/results/hoca.{json,md}.
+[--device cuda] [--amp]. Writes benchmarks/results/hoca.{json,md} (hoca_cuda.* on a GPU, where memory is the
+GPU's peak allocation above the inputs and weights).
 
 Workload at the paper's sizes (§5.1): batch 25 clips, t frames per modality (the paper samples 80), features of
 1536 / 1024 / 128 dimensions (Inception-ResNet-v2, I3D, VGGish), attention size d = 512, decoder query 512, rank
@@ -16,22 +17,23 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
-import resource
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import on_device  # noqa: E402
 
 VARIANTS = {"HOCA-U": ("U", False), "HOCA-UBT": ("UBT", False), "L-HOCA-UBT": ("UBT", True)}
 BATCH, DIMS, ATT_DIM, QUERY_DIM = 25, (1536, 1024, 128), 512, 512
 
 
-def _rss_gib() -> float:
+def _current_gib(device: torch.device) -> float:
+    if device.type == "cuda":
+        return torch.cuda.memory_allocated(device) / 2**30
     with open("/proc/self/status", encoding="utf-8") as status:
         for line in status:
             if line.startswith("VmRSS:"):
@@ -39,40 +41,44 @@ def _rss_gib() -> float:
     return 0.0
 
 
-def measure(variant: str, frames: int, words: int, repeats: int) -> dict:
+def measure(variant: str, frames: int, words: int, repeats: int, device: str = "cpu", amp: bool = False) -> dict:
     from crossmodal.modules.hoca import MultipleAttentiveFusion
 
-    torch.set_num_threads(int(os.environ.get("CROSSMODAL_THREADS", 2)))
+    dev = on_device.start(device)
     torch.manual_seed(0)
     kind, low_rank = VARIANTS[variant]
-    module = MultipleAttentiveFusion(QUERY_DIM, DIMS, [frames] * 3, ATT_DIM, kind, low_rank, rank=1)
-    features = [torch.randn(BATCH, frames, d) for d in DIMS]
-    queries = torch.randn(words, BATCH, QUERY_DIM, requires_grad=True)
+    module = MultipleAttentiveFusion(QUERY_DIM, DIMS, [frames] * 3, ATT_DIM, kind, low_rank, rank=1).to(dev)
+    features = [torch.randn(BATCH, frames, d).to(dev) for d in DIMS]
+    queries = torch.randn(words, BATCH, QUERY_DIM).to(dev).requires_grad_()
 
     def one_caption() -> None:
-        keys = module.precompute(features)
-        total = sum(module(queries[t], features, keys=keys)[0][0].sum() for t in range(words))
+        with on_device.autocast(dev, amp):
+            keys = module.precompute(features)
+            total = sum(module(queries[t], features, keys=keys)[0][0].float().sum() for t in range(words))
         total.backward()
 
-    before = _rss_gib()
+    before = _current_gib(dev)
     times = []
     for i in range(repeats + 1):
-        start = time.perf_counter()
-        one_caption()
+        seconds = on_device.seconds(one_caption, dev)
         if i:
-            times.append(time.perf_counter() - start)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+            times.append(seconds)
+    peak = on_device.peak_gib(dev)
     return {"seconds": round(statistics.median(times), 3), "memory_GiB": round(peak - before, 3),
             "parameters": sum(p.numel() for p in module.parameters())}
 
 
 def markdown(report: dict) -> str:
     frames = report["frames"]
-    lines = ["# HOCA against Low-Rank HOCA: the attention module as clips grow (CPU)", "",
-             f"{report['machine']}, {report['threads']} torch threads, torch {report['torch']}. Batch {BATCH} clips, "
+    gpu = report.get("device") == "cuda"
+    where = report["machine"] + ("" if gpu else f", {report['threads']} torch threads, torch {report['torch']}")
+    memory = "peak GPU allocation above the allocation" if gpu else "peak RSS above the RSS"
+    precision = ", bf16 autocast" if report.get("amp") else ""
+    lines = [f"# HOCA against Low-Rank HOCA: the attention module as clips grow ({'GPU' if gpu else 'CPU'})", "",
+             f"{where}{precision}. Batch {BATCH} clips, "
              f"features {'/'.join(map(str, DIMS))}-d, d = {ATT_DIM}, rank 1; one caption of {report['words']} decoder "
-             f"steps forward and backward, median of {report['repeats']} after a warm-up. Memory: peak RSS above the "
-             "RSS before the first pass.", "",
+             f"steps forward and backward, median of {report['repeats']} after a warm-up. Memory: {memory} "
+             "before the first pass.", "",
              "| variant | " + " | ".join(f"t = {t}: s / GiB" for t in frames) + " |",
              "|---|" + "---:|" * len(frames)]
     for variant in VARIANTS:
@@ -98,27 +104,30 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     parser.add_argument("--out-dir", type=Path, default=Path(__file__).parent / "results")
+    on_device.add_arguments(parser)
     parser.add_argument("--one", nargs=2, metavar=("VARIANT", "FRAMES"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(measure(args.one[0], int(args.one[1]), args.words, args.repeats)))
+        print(json.dumps(measure(args.one[0], int(args.one[1]), args.words, args.repeats, args.device, args.amp)))
         return
     results = {}
     for t in args.frames:
         for variant in args.variants:
             out = subprocess.run([sys.executable, __file__, "--one", variant, str(t), "--words", str(args.words),
-                                  "--repeats", str(args.repeats)], capture_output=True, text=True)
+                                  "--repeats", str(args.repeats), *on_device.child_arguments(args)],
+                                 capture_output=True, text=True)
             if out.returncode:
                 print(f"{variant} t={t}: failed ({out.stderr.strip().splitlines()[-1:]})", file=sys.stderr)
                 continue
             results[f"{variant}@{t}"] = json.loads(out.stdout)
             print(variant, t, results[f"{variant}@{t}"], flush=True)
-    report = {"machine": f"{os.cpu_count()} CPUs ({platform.processor() or platform.machine()})",
-              "threads": int(os.environ.get("CROSSMODAL_THREADS", 2)), "torch": torch.__version__,
+    report = {"machine": on_device.machine(args.device), "device": args.device, "amp": args.amp,
+              "threads": on_device.THREADS, "torch": torch.__version__,
               "frames": args.frames, "words": args.words, "repeats": args.repeats, "results": results}
+    stem = on_device.stem("hoca", args)
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    (args.out_dir / "hoca.json").write_text(json.dumps(report, indent=2) + "\n")
-    (args.out_dir / "hoca.md").write_text(markdown(report))
+    (args.out_dir / f"{stem}.json").write_text(json.dumps(report, indent=2) + "\n")
+    (args.out_dir / f"{stem}.md").write_text(markdown(report))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """Captioning models at the papers' sizes on this CPU: training step time, peak memory, beam-search throughput.
 
 Run: PYTHONPATH=src python benchmarks/bench_models.py [--models aoanet updown] [--repeats 3] [--out-dir ...]
-Writes benchmarks/results/models.{json,md}.
+[--device cuda] [--amp]. Writes benchmarks/results/models.{json,md} (models_cuda.* on a GPU, where the
+X-Transformer runs at the paper's batch of 40 and memory is the GPU's peak allocation).
 
 Workload (COCO with bottom-up features, as in the papers): each image has 10-100 regions of 2048-d (the
 adaptive bottom-up boxes, padded to 100 and masked), 5 captions of 16 words, a vocabulary of 10,369 words
@@ -15,13 +16,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
-import resource
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -29,6 +26,7 @@ import torch
 from crossmodal.data.captions import EOS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import on_device  # noqa: E402
 from step_models import AdjustedSteps  # noqa: E402
 
 # name -> (registered model, model_args at the paper's size, batch size in images, source of the sizes)
@@ -47,6 +45,8 @@ PAPER_SIZES = {
 }
 VOCAB, FEATURE_DIM, MAX_REGIONS, MIN_REGIONS, CAPTIONS, WORDS = 10369, 2048, 100, 10, 5, 16
 MIN_ATTRIBUTES, MAX_ATTRIBUTES = 5, 10  # ETA's detected words per image
+# on a GPU, the paper's batch where the CPU's memory could not hold it: (batch, source of the sizes)
+GPU_BATCH = {"xtransformer": (40, "official config: D = 768, 8 heads, 6 + 6 layers; the paper's batch 40")}
 
 
 class FullLength(AdjustedSteps):
@@ -59,7 +59,7 @@ class FullLength(AdjustedSteps):
         return logprobs
 
 
-def measure(name: str, repeats: int) -> dict:
+def measure(name: str, repeats: int, device: str = "cpu", amp: bool = False) -> dict:
     from types import SimpleNamespace
 
     from crossmodal.data.inputs import Padded
@@ -67,11 +67,12 @@ def measure(name: str, repeats: int) -> dict:
     from crossmodal.models.registry import build_model
     from crossmodal.training.xe import sequence_loss
 
-    torch.set_num_threads(int(os.environ.get("CROSSMODAL_THREADS", 2)))
+    dev = on_device.start(device)
     torch.manual_seed(0)
     model_name, args, images, _ = PAPER_SIZES[name]
+    images = GPU_BATCH[name][0] if dev.type == "cuda" and name in GPU_BATCH else images
     model = build_model(name, SimpleNamespace(model=model_name, model_args=args), VOCAB,
-                        {"regions": FEATURE_DIM, "attributes": 2})
+                        {"regions": FEATURE_DIM, "attributes": 2}).to(dev)
     counts = torch.randint(MIN_REGIONS, MAX_REGIONS + 1, (images,))
     mask = torch.arange(MAX_REGIONS)[None] < counts[:, None]
     feats = torch.randn(images, MAX_REGIONS, FEATURE_DIM).relu() * mask[..., None]
@@ -81,11 +82,13 @@ def measure(name: str, repeats: int) -> dict:
         rows = torch.stack([torch.randint(4, VOCAB, (images, MAX_ATTRIBUTES)).float(),
                             torch.rand(images, MAX_ATTRIBUTES)], -1)
         inputs["attributes"] = Padded(rows, torch.arange(MAX_ATTRIBUTES)[None] < words[:, None])
-    targets = torch.randint(4, VOCAB, (images * CAPTIONS, WORDS))
+    inputs = on_device.moved(inputs, dev)
+    targets = torch.randint(4, VOCAB, (images * CAPTIONS, WORDS)).to(dev)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
 
     def train_step() -> None:
-        loss = sequence_loss(model(inputs, targets, CAPTIONS), targets, 0.2)
+        with on_device.autocast(dev, amp):
+            loss = sequence_loss(model(inputs, targets, CAPTIONS), targets, 0.2)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
@@ -93,19 +96,22 @@ def measure(name: str, repeats: int) -> dict:
     model.train()
     times = []
     for i in range(repeats + 1):
-        start = time.perf_counter()
-        train_step()
+        seconds = on_device.seconds(train_step, dev)
         if i:  # the first step allocates Adam's state and warms the allocator
-            times.append(time.perf_counter() - start)
+            times.append(seconds)
     model.eval()
     decode_images = min(images, 10)
     decode_inputs = {name: Padded(values[:decode_images], m[:decode_images]) for name, (values, m) in inputs.items()}
-    decode_times = []
+    decode_times, decoded = [], {}
+
+    def decode() -> None:
+        decoded["seqs"], _ = beam_search(FullLength(model), decode_inputs, 3, WORDS)
+
     for i in range(repeats + 1):  # the first call warms up
-        start = time.perf_counter()
-        seqs, _ = beam_search(FullLength(model), decode_inputs, 3, WORDS)
+        seconds = on_device.seconds(decode, dev)
         if i:
-            decode_times.append(time.perf_counter() - start)
+            decode_times.append(seconds)
+    seqs = decoded["seqs"]
     decode_seconds = statistics.median(decode_times)
     return {
         "parameters_M": round(sum(p.numel() for p in model.parameters()) / 1e6, 1),
@@ -114,26 +120,31 @@ def measure(name: str, repeats: int) -> dict:
         "train_captions_per_s": round(images * CAPTIONS / statistics.median(times), 1),
         "beam3_images_per_s": round(decode_images / decode_seconds, 2),
         "beam3_words": round(float((seqs != 0).sum(1).float().mean()), 1),
-        "peak_rss_GiB": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
+        "peak_GiB": round(on_device.peak_gib(dev), 2),
     }
 
 
 def markdown(report: dict) -> str:
+    gpu = report.get("device", "cpu") == "cuda"
+    where = f"{report['machine']}" + ("" if gpu else f", {report['threads']} torch threads, torch {report['torch']}")
+    precision = "bf16 autocast on the forward pass" if report.get("amp") else "fp32"
+    memory = "peak GPU memory allocated (GiB)" if gpu else "peak RSS (GiB)"
     lines = [
-        "# Captioning models at the papers' sizes (CPU)", "",
-        f"{report['machine']}, {report['threads']} torch threads, torch {report['torch']}. Workload: "
+        f"# Captioning models at the papers' sizes ({'GPU' if gpu else 'CPU'})", "",
+        f"{where}; {precision}. Workload: "
         f"{MIN_REGIONS}-{MAX_REGIONS} regions of {FEATURE_DIM}-d per image (padded, masked; ETA also "
         f"{MIN_ATTRIBUTES}-{MAX_ATTRIBUTES} attribute words), {CAPTIONS} captions of "
         f"{WORDS} words, vocabulary {VOCAB:,}. Train step = forward + cross-entropy + backward + Adam; median of "
         f"{report['repeats']} after a warm-up step. Decoding: beam 3 over 10 images, eval mode, random weights, <eos> forbidden.", "",
         "| model | sizes from | parameters (M) | batch (images) | train step (s) | captions/s | beam-3 images/s "
-        "| words decoded | peak RSS (GiB) |",
+        f"| words decoded | {memory} |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for name, r in report["models"].items():
-        lines.append(f"| {name} | {PAPER_SIZES[name][3]} | {r['parameters_M']} | {r['batch_images']} | "
+        source = GPU_BATCH[name][1] if gpu and name in GPU_BATCH else PAPER_SIZES[name][3]
+        lines.append(f"| {name} | {source} | {r['parameters_M']} | {r['batch_images']} | "
                      f"{r['train_step_s']} | {r['train_captions_per_s']} | {r['beam3_images_per_s']} | "
-                     f"{r['beam3_words']} | {r['peak_rss_GiB']} |")
+                     f"{r['beam3_words']} | {r['peak_GiB']} |")
     return "\n".join(lines) + "\n"
 
 
@@ -142,26 +153,30 @@ def main() -> None:
     parser.add_argument("--models", nargs="+", default=list(PAPER_SIZES), choices=list(PAPER_SIZES))
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out-dir", default=str(Path(__file__).parent / "results"))
+    on_device.add_arguments(parser)
     parser.add_argument("--one", help=argparse.SUPPRESS)  # child process: measure one model, print JSON
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(measure(args.one, args.repeats)))
+        print(json.dumps(measure(args.one, args.repeats, args.device, args.amp)))
         return
 
     from crossmodal.io import write_json, write_text
 
-    out_dir = Path(args.out_dir)
-    previous = out_dir / "models.json"  # models not measured now keep their last figures
+    out_dir, stem = Path(args.out_dir), on_device.stem("models", args)
+    previous = out_dir / f"{stem}.json"  # models not measured now keep their last figures
     results = json.loads(previous.read_text())["models"] if previous.is_file() else {}
     for name in args.models:
-        out = subprocess.run([sys.executable, __file__, "--one", name, "--repeats", str(args.repeats)],
-                             capture_output=True, text=True, check=True)
+        out = subprocess.run([sys.executable, __file__, "--one", name, "--repeats", str(args.repeats),
+                              *on_device.child_arguments(args)], capture_output=True, text=True)
+        if out.returncode:
+            raise SystemExit(f"{name} failed:\n{out.stderr}")
         results[name] = json.loads(out.stdout.strip().splitlines()[-1])
         print(name, results[name], flush=True)
-    report = {"machine": f"{platform.machine()}, {os.cpu_count()} cores", "torch": torch.__version__,
-              "threads": int(os.environ.get("CROSSMODAL_THREADS", 2)), "repeats": args.repeats, "models": results}
-    write_json(out_dir / "models.json", report)
-    write_text(out_dir / "models.md", markdown(report))
+    report = {"machine": on_device.machine(args.device), "device": args.device, "amp": args.amp,
+              "torch": torch.__version__, "threads": on_device.THREADS, "repeats": args.repeats,
+              "models": results}
+    write_json(out_dir / f"{stem}.json", report)
+    write_text(out_dir / f"{stem}.md", markdown(report))
 
 
 if __name__ == "__main__":

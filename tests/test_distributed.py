@@ -31,6 +31,9 @@ from crossmodal.training.trainer import Trainer
 from crossmodal.training.xe import caption_batch, sequence_loss
 
 ROOT = Path(__file__).resolve().parents[1]
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (run on a GPU machine)")
+CUDA = {"device": "cuda", "amp": False}
+CUDA_TOLERANCE = 1e-4  # max |parameter difference| between fp32 on a GPU and on the CPU (other summation orders)
 TOLERANCE = 1e-7  # max |parameter difference| between 1 and 2 processes (measured 1.5e-8: see distributed.py)
 UPDOWN = {"model_args": {"embed_dim": 16, "hidden_dim": 16, "att_hidden_dim": 16, "dropout": 0.0,
                          "feature_dropout": 0.0},
@@ -57,6 +60,30 @@ def write_params(repo: Path, name: str, compute: dict, runtime: dict | None = No
     params["runtime"] = {**params.get("runtime", {}), **(runtime or {})}
     (repo / name).write_text(yaml.safe_dump(params, sort_keys=False))
     return repo / name
+
+
+@pytest.fixture(scope="module", autouse=True)
+def caption_scores_without_java():
+    """Where Java is missing (a GPU machine's image; the PTB tokenizer and METEOR need it), the captioning task scores
+    by CIDEr-D over whitespace tokens, for the CPU's and the GPU's runs alike, so that they still compare: these
+    tests check the training, not the metric. Where Java is, nothing changes."""
+    if shutil.which("java"):
+        yield
+        return
+    from crossmodal.metrics.cider import CiderD
+    from crossmodal.tasks import captioning
+
+    def cider(predictions, references):
+        ids = sorted(predictions)
+        return float(np.mean(CiderD().score([predictions[i] for i in ids], [references[i] for i in ids])))
+
+    patch = pytest.MonkeyPatch()
+    patch.setattr(captioning, "start_meteor", lambda: None)
+    patch.setattr(captioning, "cider_only", cider)
+    patch.setattr(captioning, "evaluate_captions", lambda predictions, references: {
+        "CIDEr": cider(predictions, references)})
+    yield
+    patch.undo()
 
 
 @pytest.fixture(scope="module")
@@ -89,9 +116,9 @@ def repo(tmp_path_factory) -> Path:
     return repo
 
 
-def train_in_process(repo: Path, name: str, **runtime) -> tuple[dict, dict, dict]:
+def train_in_process(repo: Path, name: str, compute: dict | None = None, **runtime) -> tuple[dict, dict, dict]:
     """One process, in this interpreter: the final metrics, the (best) weights and the last checkpoint."""
-    cfg = config.load(write_params(repo, "params_single.yaml", {}, runtime))
+    cfg = config.load(write_params(repo, "params_single.yaml", compute or {}, runtime))
     shutil.rmtree(repo / paths.CHECKPOINTS, ignore_errors=True)
     trainer = Trainer(cfg, name, repo, progress=False)
     result = trainer.run()
@@ -266,3 +293,65 @@ def test_a_failing_process_fails_the_stage(repo, two_processes):
     finally:
         model.write_bytes(backup)
     assert proc.returncode != 0 and "missing file" in proc.stderr
+
+
+# ---- CUDA (skipped on a machine without one; run on a GPU machine: pytest tests/test_distributed.py -k cuda)
+
+
+@needs_cuda
+def test_cuda_fp32_trains_as_the_cpu_does_and_saves_cpu_tensors(repo, one_process):
+    cpu, cpu_weights, _ = one_process
+    gpu, weights, checkpoint = train_in_process(repo, "tiny", CUDA)
+    assert "cuda" in checkpoint["rng"]  # it trained on the GPU (whose random state the checkpoint keeps)
+    diff = max((weights[k] - cpu_weights[k]).abs().max().item() for k in cpu_weights)
+    print(f"max |parameter difference|, CUDA fp32 vs CPU: {diff:.3g}")
+    assert diff <= CUDA_TOLERANCE, diff
+    assert gpu["best_epoch"] == cpu["best_epoch"]
+    for ours, theirs in zip(gpu["history"], cpu["history"], strict=True):
+        assert ours["train_loss"] == pytest.approx(theirs["train_loss"], rel=1e-4)
+    tensors = [*weights.values(), *checkpoint["model"].values(), *checkpoint["best"]["state"].values(),
+               *(t for s in checkpoint["optimizer"]["state"].values() for t in s.values())]
+    assert all(t.device.type == "cpu" for t in tensors)
+
+
+@needs_cuda
+def test_cuda_amp_auto_is_bf16_autocast():
+    assert distributed.Precision(ComputeConfig(), torch.device("cuda")).dtype == torch.bfloat16
+
+
+@needs_cuda
+def test_cuda_runs_give_the_same_bits_twice(repo):
+    first, weights, _ = train_in_process(repo, "tiny", {"device": "cuda", "amp": "auto"})
+    second, again, _ = train_in_process(repo, "tiny", {"device": "cuda", "amp": "auto"})
+    assert all(torch.equal(weights[k], again[k]) for k in weights)
+    assert first["history"] == second["history"] and first["predictions"] == second["predictions"]
+    assert first["history"][-1]["train_loss"] < first["history"][0]["train_loss"]  # bf16 autocast still learns
+
+
+@needs_cuda
+def test_cuda_training_killed_mid_run_resumes_to_the_same_bits(repo, monkeypatch):
+    straight, weights, _ = train_in_process(repo, "tiny", {"device": "cuda", "amp": "auto"})
+    original = Trainer.train_epoch
+
+    def killed_in_the_second_epoch(self, epoch):
+        if epoch == 1:
+            raise KeyboardInterrupt("killed")
+        return original(self, epoch)
+
+    cfg = config.load(write_params(repo, "params_single.yaml", {"device": "cuda", "amp": "auto"}))
+    shutil.rmtree(repo / paths.CHECKPOINTS, ignore_errors=True)
+    monkeypatch.setattr(Trainer, "train_epoch", killed_in_the_second_epoch)
+    with pytest.raises(KeyboardInterrupt):
+        Trainer(cfg, "tiny", repo, progress=False).run()
+    monkeypatch.setattr(Trainer, "train_epoch", original)
+    trainer = Trainer(cfg, "tiny", repo, progress=False)
+    resumed = trainer.run()
+    assert resumed["history"] == straight["history"] and resumed["predictions"] == straight["predictions"]
+    assert all(torch.equal(weights[k], v) for k, v in trainer.model.state_dict().items())
+
+
+@needs_cuda
+def test_more_processes_than_gpus_are_refused_before_launching():
+    gpus = torch.cuda.device_count()
+    with pytest.raises(InputError, match=f"compute.processes is {gpus + 1}, but this machine has {gpus} CUDA"):
+        distributed.launch(ComputeConfig(device="cuda", processes=gpus + 1), ["train", "--system", "x"])

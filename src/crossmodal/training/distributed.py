@@ -80,6 +80,16 @@ def resolve_device(compute: ComputeConfig) -> torch.device:
     return torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
 
 
+def deterministic_cuda() -> None:
+    """Make CUDA's kernels give the same bits run to run, as the CPU's do: deterministic algorithms where torch has
+    them (a warning names any op that has none), a fixed cuBLAS workspace (read when cuBLAS starts, so this runs
+    before the first CUDA matrix product), no cuDNN autotuning. Called only for a CUDA device: CPU runs keep their
+    kernels, and their numbers."""
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.backends.cudnn.benchmark = False
+
+
 def _backend(compute: ComputeConfig, device: torch.device) -> str:
     if compute.backend == "nccl" and device.type != "cuda":
         raise InputError("compute.backend nccl needs CUDA devices; use gloo or auto on the CPU")

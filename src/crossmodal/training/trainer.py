@@ -151,6 +151,8 @@ class Trainer:
     def __init__(self, cfg: Config, name: str, root: Path, progress: bool = True):
         self.dist = distributed.current(cfg.compute)
         self.device = self.dist.device
+        if self.device.type == "cuda":
+            distributed.deterministic_cuda()
         self.cfg, self.name, self.root, self.progress = cfg, name, root, progress and self.dist.main
         self.task = make_task(cfg, name, root, self.dist)
         self.system = cfg.systems()[name]
