@@ -275,6 +275,22 @@ def test_the_page_says_pending_and_not_distinguishable(tmp_path):
     assert pending.counts[PENDING] == 1 and pending.held(["t"]) == "0 of 1"  # a pending claim counts, holds not
 
 
+def test_a_real_split_tables_claims_are_judged_on_that_split_under_a_real_profile(tmp_path):
+    path = tmp_path / "t.yaml"
+    path.write_text(yaml.safe_dump({**_table([CLAIM]), "real_split": "val"}, sort_keys=False))
+    table, cfg = load_table(path), _config()
+    metrics = _metrics(tmp_path, {"a": 180.0, "a_seed1": 182.0, "a_seed2": 178.0, "b": 200.0})
+    for name, val in {"a": 2.0, "a_seed1": 2.02, "a_seed2": 1.98, "b": 1.5}.items():  # on val, b is worse
+        data = json.loads((metrics / f"{name}.json").read_text())
+        (metrics / f"{name}.json").write_text(json.dumps({**data, "val": {"CIDEr": val}}))
+    synthetic = build_claims({"xlan": [table]}, seed_groups(cfg), objectives(cfg), metrics, cpu_spread=None)
+    assert _page_rows(synthetic.markdown)["`b` > `a`"][4].startswith("**holds**")  # test, as on synthetic data
+    (metrics / "data_profile.json").write_text(json.dumps({"profile": "real", "synthetic": False}))
+    real = build_claims({"xlan": [table]}, seed_groups(cfg), objectives(cfg), metrics, cpu_spread=None)
+    row = _page_rows(real.markdown)["`b` > `a`, on val"]
+    assert row[2:5] == ["200.0 ± 2.0 (3)", "150.0 (1 run)", "**reversed**[^pooled]"]
+
+
 def test_the_index_links_the_claims_page_first_and_counts_each_tables_claims_that_hold(tmp_path):
     from crossmodal.reports.tables import build_index
 

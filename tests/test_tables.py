@@ -802,3 +802,26 @@ def test_the_status_names_consecutive_tables_as_a_range():
     assert _table_labels(["Fig. 5", "Fig. 6"]) == "Fig. 5, Fig. 6"
     assert _table_labels(["Table 1", "Table 2"]) == "Table 1, Table 2"
     assert _table_labels(["Slide 'Residual Learning'", "Slide 'Flickr30k Entities Recall@1,5,10'"]) == "slides"
+
+
+def test_a_real_split_table_reads_its_split_under_a_real_profile_and_test_on_synthetic_data(tmp_path):
+    """BAN's ablations are on VQA 2.0 val: under the real profile (test-dev's answers with the server) such a table
+    reads the metrics files' `val`; on synthetic data, `test` as every table does."""
+    table = {**_small_table(variant="updown"), "real_split": "val"}
+    (tables := tmp_path / "paper").mkdir()
+    _write_yaml(tables, table)
+    metrics = tmp_path / "metrics"
+    metrics.mkdir()
+    (metrics / "updown.json").write_text(json.dumps({"variant": "updown", "test": {"BLEU-4": 0.30, "CIDEr": 1.1},
+                                                     "val": {"BLEU-4": 0.25, "CIDEr": 0.9}}))
+    for synthetic, expected in ((True, ("36.6 / 30.0", "- / 110.0")), (False, ("36.6 / 25.0", "- / 90.0"))):
+        (metrics / "data_profile.json").write_text(json.dumps({"profile": "p", "synthetic": synthetic}))
+        build_all(tables, metrics, {"updown"}, tmp_path / "out", tmp_path / "index.md")
+        md = (tmp_path / "out" / "t.md").read_text()
+        assert tuple(_md_rows(md)[("Ours",)].values())[1:] == expected
+        assert ("our val-split value" in md and "Ours are on the val split" in md) == (not synthetic)
+    (metrics / "updown.json").write_text(json.dumps({"variant": "updown", "test": {"BLEU-4": 0.30, "CIDEr": 1.1}}))
+    with pytest.raises(InputError, match=r"updown\.json: expected an object with a 'val' metrics mapping"):
+        build_all(tables, metrics, {"updown"}, tmp_path / "out2", tmp_path / "index.md")
+    with pytest.raises(InputError, match="real_split must be val, got 'dev'"):
+        load_table(_write_yaml(tables, {**table, "real_split": "dev"}))

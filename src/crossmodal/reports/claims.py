@@ -234,35 +234,37 @@ class _Seeds:
     def __init__(self, groups: dict[str, tuple[str, ...]], metrics_dir: Path):
         self.groups, self.results, self._spreads = groups, _Results(metrics_dir, set(groups)), {}
 
-    def values(self, name: str, metric: str, scale: float) -> list[float]:
-        """The values (x scale) of the runs of `name`'s seed group that have the metric; none while `name` itself has
-        no metrics file (pending)."""
-        if name not in self.groups or self.results.test(name) is None:
+    def values(self, name: str, metric: str, scale: float, split: str = "test") -> list[float]:
+        """The values (x scale) on `split` of the runs of `name`'s seed group that have the metric; none while `name`
+        itself has no metrics file (pending)."""
+        if name not in self.groups or self.results.test(name, split) is None:
             return []
-        tests = [self.results.test(m) for m in self.groups[name]]
+        tests = [self.results.test(m, split) for m in self.groups[name]]
         return [scale * t[metric] for t in tests if t is not None and t.get(metric) is not None]
 
-    def spread(self, metric: str, scale: float) -> Spread | None:
+    def spread(self, metric: str, scale: float, split: str = "test") -> Spread | None:
         """The pooled spread of every distinct seed group with at least 2 runs (each named by its first system)."""
-        if (metric, scale) not in self._spreads:
+        if (metric, scale, split) not in self._spreads:
             distinct: dict[frozenset, str] = {}
             for name, members in self.groups.items():
                 distinct.setdefault(frozenset(members), name)
-            self._spreads[metric, scale] = pooled_spread({n: self.values(n, metric, scale) for n in distinct.values()})
-        return self._spreads[metric, scale]
+            self._spreads[metric, scale, split] = pooled_spread(
+                {n: self.values(n, metric, scale, split) for n in distinct.values()})
+        return self._spreads[metric, scale, split]
 
 
-def _claim_row(claim: Claim, seeds: _Seeds, objective: dict[str, str],
-               cpu_spread: float | None) -> tuple[list[str], str, list[str]]:
-    """The table row of one claim, its verdict (or "pending") and the footnote marks it carries."""
-    better = seeds.values(claim.better, claim.metric, claim.scale)
-    worse = seeds.values(claim.worse, claim.metric, claim.scale)
+def _claim_row(claim: Claim, seeds: _Seeds, objective: dict[str, str], cpu_spread: float | None,
+               split: str = "test") -> tuple[list[str], str, list[str]]:
+    """The table row of one claim, its verdict (or "pending") and the footnote marks it carries; ours on `split`."""
+    better = seeds.values(claim.better, claim.metric, claim.scale, split)
+    worse = seeds.values(claim.worse, claim.metric, claim.scale, split)
     metric = "" if claim.metric == "CIDEr" else f", {METRIC_NAMES.get(claim.metric, claim.metric)}"
+    metric += "" if split == "test" else f", on {split}"
     cells = [f"{claim.text} (`{claim.better}` > `{claim.worse}`{metric})",
              f"{_printed(claim.paper_worse)} → {_printed(claim.paper_better)}", _ours(worse), _ours(better)]
     if not better or not worse:
         return cells + [PENDING, ""], PENDING, []
-    verdict = judge(better, worse, seeds.spread(claim.metric, claim.scale))
+    verdict = judge(better, worse, seeds.spread(claim.metric, claim.scale, split))
     marks = ["[^pooled]"] * (verdict.test == "pooled")
     if (verdict.verdict != UNCLEAR and claim.metric == "CIDEr" and cpu_spread is not None
             and abs(verdict.diff) < cpu_spread):
@@ -298,7 +300,9 @@ def build_claims(papers: dict[str, list[PaperTable]], groups: dict[str, tuple[st
             continue
         rows, sources = [], []
         for table, claim in claims:
-            cells, verdict, marks = _claim_row(claim, seeds, objective, cpu_spread)
+            profile = read_json(metrics_dir / table.data_profile) if table.real_split else {}
+            split = table.split(profile) if isinstance(profile, dict) else "test"
+            cells, verdict, marks = _claim_row(claim, seeds, objective, cpu_spread, split)
             verdicts.setdefault(table.id, {})[claim.id] = verdict
             used.update(marks)
             rows.append(_md_row(cells))

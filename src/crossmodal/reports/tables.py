@@ -33,6 +33,9 @@ YAML format (every key below is the complete set; anything else is an error)::
         scale: 100                     # optional: overrides the table's scale for this column
     reference_points: reference_points.json   # optional: add our constant-caption / human-ceiling rows
     data_profile: data_profile.json    # optional (this default): the metrics-dir file naming our data
+    real_split: val                    # optional: the metrics split ours are read from when the data profile is
+                                       #   not synthetic, instead of "test" (BAN's ablations are on VQA 2.0 val;
+                                       #   real test-dev answers stay with the evaluation server)
     sections:
       - name: "Single model"           # e.g. "Single model", "Ensemble"
         rows:
@@ -181,6 +184,11 @@ class PaperTable:
     reference_points: str | None
     data_profile: str
     claims: tuple[Claim, ...] = ()
+    real_split: str | None = None
+
+    def split(self, profile: dict) -> str:
+        """The metrics split ours are read from, given the data profile (data_profile.json)."""
+        return self.real_split if self.real_split and profile.get("synthetic") is False else "test"
 
     @property
     def rows(self) -> list[Row]:
@@ -256,7 +264,8 @@ def load_table(path: str | os.PathLike) -> PaperTable:
         raise InputError(f"{path}: not valid YAML ({getattr(err, 'problem', None) or err}{at})") from None
     top = _mapping(raw, str(path),
                    ("id", "paper", "source", "dataset", "unit", "scale", "columns", "sections"),
-                   ("decimals", "note", "label_fields", "column_groups", "reference_points", "data_profile", "claims"))
+                   ("decimals", "note", "label_fields", "column_groups", "reference_points", "data_profile", "claims",
+                    "real_split"))
     table_id = _text(top["id"], f"{path}: id")
     if table_id != path.stem:
         raise InputError(f"{path}: id {table_id!r} differs from the file name {path.stem!r}")
@@ -302,6 +311,9 @@ def load_table(path: str | os.PathLike) -> PaperTable:
         sections.append(Section(name, rows))
 
     reference_points = top.get("reference_points")
+    real_split = top.get("real_split")
+    if real_split not in (None, "val"):
+        raise InputError(f"{path}: real_split must be val, got {real_split!r}")
     scale = _number(top["scale"], f"{path}: scale")
     rows = [row for section in sections for row in section.rows]
     claims = () if top.get("claims") is None else _load_claims(top["claims"], str(path), rows, columns, scale)
@@ -315,6 +327,7 @@ def load_table(path: str | os.PathLike) -> PaperTable:
         label_fields=tuple(label_fields), column_groups=tuple(groups), columns=tuple(columns), sections=tuple(sections),
         reference_points=None if reference_points is None else _text(reference_points, f"{path}: reference_points"),
         data_profile=_text(top.get("data_profile", "data_profile.json"), f"{path}: data_profile"), claims=claims,
+        real_split=real_split,
     )
 
 
@@ -432,10 +445,11 @@ def _profile_line(profile: Any, path: Path, dataset: str) -> str:
 
 
 class _Results:
-    """Our metrics files per variant, each read once; a variant's test metrics are None while it is pending."""
+    """Our metrics files per variant, each read once; a variant's metrics of one split (`test`, or a table's
+    `real_split`) are None while it is pending."""
 
-    def __init__(self, metrics_dir: Path, registered: set[str]):
-        self.metrics_dir, self.registered, self._cache = metrics_dir, registered, {}
+    def __init__(self, metrics_dir: Path, registered: set[str], split: str = "test"):
+        self.metrics_dir, self.registered, self.split, self._cache = metrics_dir, registered, split, {}
 
     def metrics(self, variant: str) -> dict:
         """The whole metrics file of a registered variant (an InputError when it is missing or malformed)."""
@@ -443,19 +457,24 @@ class _Results:
             raise InputError(f"{self.metrics_dir / f'{variant}.json'}: missing (no metrics of {variant!r})")
         return self._cache[variant]
 
-    def test(self, variant: str) -> dict | None:
+    def test(self, variant: str, split: str | None = None) -> dict | None:
+        """The metrics of `split` (default: this reader's) of a variant, None while it is pending."""
+        split = split or self.split
+        path = self.metrics_dir / f"{variant}.json"
         if variant not in self._cache:
-            path = self.metrics_dir / f"{variant}.json"
             if variant not in self.registered or not path.is_file():
                 self._cache[variant] = None
             else:
                 data = read_json(path)
-                if not isinstance(data, dict) or not isinstance(data.get("test"), dict):
-                    raise InputError(f"{path}: expected an object with a 'test' metrics mapping")
-                if data.get("variant", variant) != variant:
+                if isinstance(data, dict) and data.get("variant", variant) != variant:
                     raise InputError(f"{path}: names variant {data['variant']!r}, expected {variant!r}")
                 self._cache[variant] = data
-        return None if self._cache[variant] is None else self._cache[variant]["test"]
+        data = self._cache[variant]
+        if data is None:
+            return None
+        if not isinstance(data, dict) or not isinstance(data.get(split), dict):
+            raise InputError(f"{path}: expected an object with a {split!r} metrics mapping")
+        return data[split]
 
     def environment_line(self) -> str | None:
         """The heading line naming the environment of every variant read so far (environment.py): one line when
@@ -586,7 +605,10 @@ def build_table(table: PaperTable, metrics_dir: str | os.PathLike, registered_va
     system's seed group (claims.seed_groups: the system and its reseeded copies): a cell of a system with several
     seeds is their mean ± sample standard deviation (n), pending until every seed is trained."""
     metrics_dir = Path(metrics_dir)
-    results = _Results(metrics_dir, set(registered_variants))
+    profile_path = metrics_dir / table.data_profile
+    profile = read_json(profile_path)
+    split = table.split(profile) if isinstance(profile, dict) else "test"
+    results = _Results(metrics_dir, set(registered_variants), split)
     group = lambda variant: (seeds or {}).get(variant, (variant,))  # noqa: E731
     notes = _Footnotes()
     n_labels = len(table.label_fields)
@@ -691,22 +713,24 @@ def build_table(table: PaperTable, metrics_dir: str | os.PathLike, registered_va
             csv_rows.append([REFERENCE_HEADING, plain] + [""] * (n_labels - 1)
                             + ["reference", ""] + numbers)
 
-    profile_path = metrics_dir / table.data_profile
     lines = [
         f"# {table.id}: {table.source_table} of {table.paper}",
         "",
-        _profile_line(read_json(profile_path), profile_path, table.dataset),
+        _profile_line(profile, profile_path, table.dataset),
         "",
         *([line, ""] if (line := results.environment_line()) else []),
         f"Source: {table.source_table}. {table.caption}",
         "",
         f'Each cell reads "paper / ours": the paper\'s value as printed ({table.unit}; "-": none printed) / our '
-        f'test-split value × {table.scale:g}, one run (seed 0) or "mean ± sd (n)" over n seeds. Instead of ours, '
+        f'{split}-split value × {table.scale:g}, one run (seed 0) or "mean ± sd (n)" over n seeds. Instead of ours, '
         '"pending": not trained yet; "cited": another system, not retrained here'
         + ('; "server only": only the COCO test server computes it' if any(c.server_only for c in table.columns)
            else "")
         + (". Reference points: ours alone." if table.reference_points else "."),
     ]
+    if split != "test":
+        lines += ["", f"Ours are on the {split} split, as the paper's are, because this profile's test answers stay "
+                  f"with its evaluation server; {split} also chose each run's epoch, so ours are optimistic."]
     if table.note:
         lines += ["", table.note]
     lines += _markdown_tables(table, md_rows)
