@@ -816,6 +816,11 @@ class Config:
     def ensembles(self) -> dict[str, EnsembleConfig]:
         return {name: e for paper in PAPERS for name, e in self.paper(paper).ensembles.items()}
 
+    def measured_rows(self) -> dict[str, str]:
+        """Table rows that a paper's study stage measures instead of a training stage (row -> the system it
+        measures), each its own seed group of one: HOCA's Table 3 (`hoca_cost.rows`, stage hoca_cost)."""
+        return dict(self.hoca_cost.rows)
+
     def model_name(self, name: str) -> str:
         """The cross-entropy system whose network `name` trains (itself) or continues (its `init`)."""
         system = self._systems[name]

@@ -332,8 +332,8 @@ def paper_stages(cfg: Config, paper: str) -> dict:
         outs, metrics = _system_outs(name)
         stages[name] = _stage(f"python -m crossmodal ensemble --name {name}", params, deps, outs[1:], metrics,
                               wdir="../..")
-    if paper == "hoca":
-        stages.update(hoca_study_stages(cfg))
+    for study in STUDIES.get(paper, ()):  # the paper's stages beyond its systems: figures, measured rows
+        stages.update(study(cfg))
     if section.tables:
         stages["tables"] = tables_stage(cfg, paper)
     return stages
@@ -345,37 +345,46 @@ def hoca_figures_drawn(cfg: Config) -> bool:
     return bool(figures.rank_sweep and figures.full and figures.curves and figures.maf)
 
 
-def hoca_study_stages(cfg: Config) -> dict:
-    """HOCA's Figs. 5-7 (stages/hoca_figures.py) and its cost table's measurements (stages/hoca_cost.py)."""
+def hoca_figures_stage(cfg: Config) -> dict:
+    """HOCA's Figs. 5-7 (stages/hoca_figures.py), when params name their systems."""
     from .reports.hoca_figures import FIG5, FIG6, FIG7, FOLDER, maf_reads
 
-    stages, figures, cost = {}, cfg.hoca_figures, cfg.hoca_cost
-    drawn = [*figures.rank_sweep, figures.full, *figures.curves, *figures.maf]
-    if hoca_figures_drawn(cfg):
-        unknown = [s for s in drawn if s not in cfg.systems()]
-        if unknown:
-            raise InputError(f"params.yaml: hoca_figures names {unknown[0]!r}, which is not a system")
-        ranks = ",".join(f"{cfg.model_of(s).model_args.get('rank', 1)}:{s}" for s in figures.rank_sweep)
-        stages["hoca_figures"] = _stage(
-            f"python -m crossmodal hoca-figures --out {FOLDER} --ranks {ranks} --full {figures.full} "
-            f"--curves {','.join(figures.curves)} --maf {','.join(figures.maf)}",
-            ["profile", "evaluation.max_length", "hoca_figures",
-             *grouped(cfg, _dedupe([k for s in figures.maf for k in cfg.model_sources(s)]))],
-            [*(paths.METRICS / f"{s}.json" for s in _dedupe([*figures.rank_sweep, figures.full, *figures.curves])),
-             *_dedupe([str(f) for s in figures.maf for f in maf_reads(cfg, s)]), *stage_code("hoca_figures")],
-            [{str(FOLDER / name): {"cache": False}} for name in (FIG5, FIG6, FIG7)], wdir="../..")
-    if cost.rows:
-        measured = list(cost.rows.values())
-        unknown = [s for s in measured if s not in cfg.systems()]
-        if unknown:
-            raise InputError(f"params.yaml: hoca_cost.rows names {unknown[0]!r}, which is not a system")
-        stages["hoca_cost"] = _stage(
-            "python -m crossmodal hoca-cost", ["profile", "compute", "hoca_cost",
-                                               *grouped(cfg, _dedupe([k for s in measured for k in cfg.sources(s)]))],
-            [*_dedupe([str(d) for s in measured for d in _model_data(cfg, s)]),
-             *stage_code("hoca_cost", "tasks.captioning", "training.xe", "models.hoca")], [],
-            [paths.METRICS / f"{row}.json" for row in cost.rows], wdir="../..")
-    return stages
+    figures = cfg.hoca_figures
+    if not hoca_figures_drawn(cfg):
+        return {}
+    unknown = [s for s in [*figures.rank_sweep, figures.full, *figures.curves, *figures.maf] if s not in cfg.systems()]
+    if unknown:
+        raise InputError(f"params.yaml: hoca_figures names {unknown[0]!r}, which is not a system")
+    ranks = ",".join(f"{cfg.model_of(s).model_args.get('rank', 1)}:{s}" for s in figures.rank_sweep)
+    return {"hoca_figures": _stage(
+        f"python -m crossmodal hoca-figures --out {FOLDER} --ranks {ranks} --full {figures.full} "
+        f"--curves {','.join(figures.curves)} --maf {','.join(figures.maf)}",
+        ["profile", "evaluation.max_length", "hoca_figures",
+         *grouped(cfg, _dedupe([k for s in figures.maf for k in cfg.model_sources(s)]))],
+        [*(paths.METRICS / f"{s}.json" for s in _dedupe([*figures.rank_sweep, figures.full, *figures.curves])),
+         *_dedupe([str(f) for s in figures.maf for f in maf_reads(cfg, s)]), *stage_code("hoca_figures")],
+        [{str(FOLDER / name): {"cache": False}} for name in (FIG5, FIG6, FIG7)], wdir="../..")}
+
+
+def hoca_cost_stage(cfg: Config) -> dict:
+    """HOCA's Table 3 (stages/hoca_cost.py): the measured rows (`Config.measured_rows`), when params name them."""
+    rows = cfg.measured_rows()
+    if not rows:
+        return {}
+    measured = list(rows.values())
+    unknown = [s for s in measured if s not in cfg.systems()]
+    if unknown:
+        raise InputError(f"params.yaml: hoca_cost.rows names {unknown[0]!r}, which is not a system")
+    return {"hoca_cost": _stage(
+        "python -m crossmodal hoca-cost", ["profile", "compute", "hoca_cost",
+                                           *grouped(cfg, _dedupe([k for s in measured for k in cfg.sources(s)]))],
+        [*_dedupe([str(d) for s in measured for d in _model_data(cfg, s)]),
+         *stage_code("hoca_cost", "tasks.captioning", "training.xe", "models.hoca")], [],
+        [paths.METRICS / f"{row}.json" for row in rows], wdir="../..")}
+
+
+# a paper's stages beyond its systems' and its tables': their builders, each returning {stage name: stage}
+STUDIES = {"hoca": (hoca_figures_stage, hoca_cost_stage)}
 
 
 def tables_stage(cfg: Config, paper: str) -> dict:
@@ -383,7 +392,7 @@ def tables_stage(cfg: Config, paper: str) -> dict:
     from .reports.tables import load_tables, summary_name, table_file
 
     tables = load_tables(list(cfg.paper(paper).tables))
-    built = set(cfg.systems()) | set(cfg.ensembles()) | set(cfg.hoca_cost.rows)
+    built = set(cfg.systems()) | set(cfg.ensembles()) | set(cfg.measured_rows())
     shown = _dedupe([v for t in tables for row in t.rows for v in row.variants() if v in built])
     groups = seed_groups(cfg)  # a row's cell is its system's mean over seeds
     metrics = _dedupe([paths.METRICS / f"{s}.json" for v in shown for s in groups[v]]

@@ -63,7 +63,7 @@ def _seedless(cfg, name: str) -> tuple:
 def seed_groups(cfg) -> dict[str, tuple[str, ...]]:
     """{system or ensemble: the names of its seed group}, the system first, then the other seeds in params order
     (one system per seed: a system identical to another, seed included, is the same run). An ensemble, and a row of
-    HOCA's cost table, is its own group of one."""
+    a study stage's measured table (`Config.measured_rows`), is its own group of one."""
     systems = cfg.systems()
     seedless = {name: _seedless(cfg, name) for name in systems}
     groups = {}
@@ -74,7 +74,7 @@ def seed_groups(cfg) -> dict[str, tuple[str, ...]]:
                 seeds.add(systems[other].train.seed)
                 members.append(other)
         groups[name] = tuple(members)
-    measured = [*cfg.ensembles(), *cfg.hoca_cost.rows]  # HOCA's Table 3 rows (stages/hoca_cost.py)
+    measured = [*cfg.ensembles(), *cfg.measured_rows()]
     return {**groups, **{name: (name,) for name in measured}}
 
 
