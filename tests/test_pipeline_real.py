@@ -153,7 +153,6 @@ def test_real_profile_downloads_converts_and_trains_the_world_served_in_the_publ
     assert {"overall", "yes/no", "number", "other"} <= set(ban["val"]) and 0 <= ban["val"]["overall"] <= 1  # val2014
     testdev = (real / "reports/tables/ban_testdev.md").read_text()  # BAN's tables: test-dev's scores are the server's
     assert "n/a" in testdev and "stay with the evaluation server" in testdev
-    assert "Ours are on the val split" in (real / "reports/tables/ban_glimpses.md").read_text()  # its real_split
     assert f"{100 * grounding['test']['R@1']:.1f}" in (real / "reports/tables/ban_flickr_recall.md").read_text()
     submitted = json.loads((real / f"data/predictions/{BAN}/vqa_OpenEnded_mscoco_test-dev2015_{BAN}_results.json")
                            .read_text())
