@@ -1,4 +1,4 @@
-"""BAN's efficiency claim at the paper's size: a training step of bilinear attention against unitary attention.
+"""BAN's efficiency claim at the paper's size, on a CPU or a GPU: a training step of bilinear against unitary attention.
 
 The slides ("Time Complexity"): "BAN takes 284s/epoch while unitary attention control takes 190s/epoch" (a ratio of
 1.49), "largely due to the increment of input size for Softmax function, φ to φ × ρ". Here both networks are
@@ -60,7 +60,8 @@ def step_seconds(attention: str, glimpses: int, objects: int, batch: int, repeat
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--batch", type=int, help="questions per step (default: 32 on the CPU, the paper's 256 on a GPU)")
+    parser.add_argument("--batch", type=int,
+                        help="questions per step (default: 32 on the CPU, the paper's 256 on a GPU)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out-dir", type=Path, default=Path(__file__).resolve().parent / "results")
     on_device.add_arguments(parser)
@@ -91,7 +92,8 @@ def markdown(report: dict) -> str:
     precision = "; bf16 autocast" if report.get("amp") else ""
     lines = [f"# BAN: bilinear against unitary attention at the paper's size (training step, {where})", "",
              f"Batch {report['batch']} questions of {TOKENS} tokens, 2048-d objects, 1280-d GRU, rank 3, {ANSWERS} "
-             f"answers; median of {report['repeats']} steps; {report['machine']}{precision}. The slides: {SLIDES['bilinear']} s "
+             f"answers; median of {report['repeats']} steps; {report['machine']}{precision}. The slides: "
+             f"{SLIDES['bilinear']} s "
              f"against {SLIDES['unitary']} s per epoch, a ratio of {report['paper_ratio']:.2f}.", "",
              "| glimpses | objects | bilinear (s/step) | unitary (s/step) | ratio |", "|---:|---:|---:|---:|---:|"]
     lines += [f"| {r['glimpses']} | {r['objects']} | {r['bilinear_s']:.3f} | {r['unitary_s']:.3f} | {r['ratio']:.2f} |"

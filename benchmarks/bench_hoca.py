@@ -1,4 +1,4 @@
-"""HOCA against Low-Rank HOCA on this CPU: time and memory of the attention module as the clips grow (§4.3's
+"""HOCA against Low-Rank HOCA on a CPU or a GPU: time and memory of the attention module as the clips grow (§4.3's
 complexity argument, the measured side of the paper's Table 3).
 
 Run: PYTHONPATH=src python benchmarks/bench_hoca.py [--frames 10 20 40 80] [--words 20] [--repeats 3]

@@ -1,4 +1,4 @@
-"""Captioning models at the papers' sizes on this CPU: training step time, peak memory, beam-search throughput.
+"""Captioning models at the papers' sizes on a CPU or a GPU: training step time, peak memory, beam-search throughput.
 
 Run: PYTHONPATH=src python benchmarks/bench_models.py [--models aoanet updown] [--repeats 3] [--out-dir ...]
 [--device cuda] [--amp]. Writes benchmarks/results/models.{json,md} (models_cuda.* on a GPU, where the
