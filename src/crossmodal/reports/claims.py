@@ -300,8 +300,7 @@ def build_claims(papers: dict[str, list[PaperTable]], groups: dict[str, tuple[st
             continue
         rows, sources = [], []
         for table, claim in claims:
-            profile = read_json(metrics_dir / table.data_profile) if table.real_split else {}
-            split = table.split(profile) if isinstance(profile, dict) else "test"
+            split = table.split(read_json(metrics_dir / table.data_profile) if table.real_split else None)
             cells, verdict, marks = _claim_row(claim, seeds, objective, cpu_spread, split)
             verdicts.setdefault(table.id, {})[claim.id] = verdict
             used.update(marks)

@@ -186,9 +186,10 @@ class PaperTable:
     claims: tuple[Claim, ...] = ()
     real_split: str | None = None
 
-    def split(self, profile: dict) -> str:
-        """The metrics split ours are read from, given the data profile (data_profile.json)."""
-        return self.real_split if self.real_split and profile.get("synthetic") is False else "test"
+    def split(self, profile: Any) -> str:
+        """The metrics split ours are read from, given the data profile (data_profile.json's contents)."""
+        real = isinstance(profile, dict) and profile.get("synthetic") is False
+        return self.real_split if self.real_split and real else "test"
 
     @property
     def rows(self) -> list[Row]:
@@ -607,7 +608,7 @@ def build_table(table: PaperTable, metrics_dir: str | os.PathLike, registered_va
     metrics_dir = Path(metrics_dir)
     profile_path = metrics_dir / table.data_profile
     profile = read_json(profile_path)
-    split = table.split(profile) if isinstance(profile, dict) else "test"
+    split = table.split(profile)
     results = _Results(metrics_dir, set(registered_variants), split)
     group = lambda variant: (seeds or {}).get(variant, (variant,))  # noqa: E731
     notes = _Footnotes()
