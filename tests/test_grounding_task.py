@@ -15,7 +15,6 @@ import torch
 from crossmodal import paths
 from crossmodal.config import from_data
 from crossmodal.data.flickr30k_entities import ENTITY_TYPES, grounding_phrases, read_entity_image, read_split_ids
-from crossmodal.data.regions import write_region_file
 from crossmodal.features.word_vectors import write_word_vectors
 from crossmodal.io import InputError, read_json
 from crossmodal.stages import prepro_grounding, synthesize_grounding
@@ -24,6 +23,7 @@ from crossmodal.tasks.grounding import (Grounding, grounding_loss_sum, load_grou
 from crossmodal.training import distributed
 from crossmodal.training.trainer import Trainer
 from crossmodal.worlds import image_world
+from scene_regions import scene_regions
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -36,33 +36,6 @@ PARAMS = {"world": {"images": {"train": 60, "val": 12, "test": 12}, "image_size"
           "ban": {"systems": {"g": SYSTEM}}}
 
 
-def _regions(root, graphs, cfg) -> None:
-    """Proposals that a phrase can be grounded on: each object's box (one pixel off) with its attributes one-hot,
-    the whole image with a scene flag, and two small distractors with noise only."""
-    world = cfg.world
-    names = [*world.colors, *world.shapes, *world.sizes, *world.textures, "scene"]
-    rng = np.random.default_rng(0)
-    ids, boxes, features, sizes = [], [], [], []
-    for graph in graphs:
-        w, h = graph["width"], graph["height"]
-        rows, feats = [], []
-        for obj in graph["objects"]:
-            rows.append(np.asarray(obj["box"]) + rng.uniform(-1, 1, 4))
-            feats.append([float(n in (obj["color"], obj["shape"], obj["size"], obj["texture"])) for n in names])
-        rows.append([0, 0, w, h])
-        feats.append([float(n == "scene") for n in names])
-        for _ in range(2):
-            x, y = rng.uniform(0, w - 8), rng.uniform(0, h - 8)
-            rows.append([x, y, x + 6, y + 6])
-            feats.append([0.0] * len(names))
-        feats = np.asarray(feats) + 0.1 * rng.standard_normal((len(feats), len(names)))
-        ids.append(graph["image_id"])
-        boxes.append(np.clip(np.asarray(rows, np.float32), 0, w))
-        features.append(feats.astype(np.float32))
-        sizes.append((w, h))
-    write_region_file(root / paths.REGIONS, ids, boxes, features, sizes, "hand-made (test)")
-
-
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
     """A tiny image world, its grounding world and processed arrays (the stages' own `run`), and proposals."""
@@ -72,7 +45,7 @@ def world(tmp_path_factory):
     synthesize_grounding.run(cfg, root, None)
     prepro_grounding.run(cfg, root, None)
     graphs = json.loads((root / paths.SCENE_GRAPHS).read_text())["images"]
-    _regions(root, graphs, cfg)
+    scene_regions(root, graphs, cfg)
     return root, cfg
 
 

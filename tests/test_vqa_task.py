@@ -13,15 +13,19 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from crossmodal.config import SplitSizes, TrainConfig, WorldConfig
+from crossmodal import paths
+from crossmodal.config import SplitSizes, TrainConfig, WorldConfig, from_data
 from crossmodal.data.regions import write_region_file
 from crossmodal.data.vqa import (QUESTION_PAD, annotations_file, answer_vocabulary, load_vqa_split, preprocess_vqa,
                                  questions_file, read_vqa, soft_scores, tokenize_question)
 from crossmodal.metrics.vqa import vqa_accuracy
+from crossmodal.stages import prepro_vqa, synthesize_vqa
 from crossmodal.tasks.vqa import Vqa, accuracy_by_type, image_boxes
 from crossmodal.training.schedules import warmup_step
+from crossmodal.training.trainer import Trainer
 from crossmodal.worlds import image_world
 from crossmodal.worlds.vqa_world import VqaWorldConfig, generate
+from scene_regions import scene_regions
 
 
 @pytest.fixture(scope="module")
@@ -170,3 +174,29 @@ def test_prepro_vqa_reads_vqa_v2_from_its_download_under_the_real_profile(vqa, t
         ours, theirs = (load_vqa_split(folder, split) for folder in (root / "processed", tmp_path / paths.VQA))
         assert all(np.array_equal(getattr(ours, k), getattr(theirs, k)) for k in ("question_ids", "image_ids", "tokens"))
         assert (ours.targets is None and theirs.targets is None) or np.array_equal(ours.targets, theirs.targets)
+
+
+def test_a_small_ban_with_the_counter_learns_through_the_shared_trainer(tmp_path, one_thread):
+    """The VQA task on the shared trainer, on this machine's device (`compute.device: auto`: a GPU where there is
+    one): the stages' own world and arrays, hand-made regions; BAN-2 with the counter beats always answering the
+    most frequent training answer on val."""
+    system = {"task": "vqa", "model": "ban", "inputs": {"regions": "regions"},
+              "model_args": {"embed_dim": 16, "hidden_dim": 32, "glimpses": 2, "attention_rank": 2, "counter": True,
+                             "dropout": 0.0, "map_dropout": 0.0, "classifier_dropout": 0.0},
+              "train": {"max_epochs": 8, "patience": 0, "batch_size": 32, "optimizer": "adam", "lr": 0.005,
+                        "schedule": "constant"}}
+    cfg = from_data({"world": {"images": {"train": 80, "val": 16, "test": 16}, "image_size": 48},
+                     "evaluation": {"batch_size": 16}, "runtime": {"threads": 1, "progress": False},
+                     "ban": {"systems": {"v": system}}})
+    image_world.generate(cfg.world, tmp_path / paths.WORLD, progress=False)
+    synthesize_vqa.run(cfg, tmp_path, None)
+    prepro_vqa.run(cfg, tmp_path, None)
+    scene_regions(tmp_path, json.loads((tmp_path / paths.SCENE_GRAPHS).read_text())["images"], cfg)
+    trainer = Trainer(cfg, "v", tmp_path, progress=False)
+    train, val = trainer.task.splits["train"].targets, trainer.task.splits["val"].targets
+    majority = float(val[:, int(np.argmax((train > 0).sum(0)))].mean())  # always the most frequent training answer
+    result = trainer.run()
+    losses, scores = [r["train_loss"] for r in result["history"]], [r["val_score"] for r in result["history"]]
+    print(f"device {trainer.device}: majority {majority:.3f}, val scores {scores}")
+    assert losses[-1] < 0.8 * losses[0] and max(scores) > majority + 0.1, (majority, scores)
+    assert 0 <= result["test"]["overall"] <= 1 and result["best_epoch"] == 1 + int(np.argmax(scores))
