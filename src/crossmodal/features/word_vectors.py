@@ -118,3 +118,11 @@ def embedding_matrix(vocabulary: Sequence[str], vectors: Mapping[str, np.ndarray
             matrix[row] = vector
             found += 1
     return matrix, found
+
+
+def start_embedding(model, path: str | Path, vocabulary: Sequence[str], dim: int, missing: str = "uniform") -> None:
+    """Initialise `model`'s word embedding through its `load_word_vectors` from the vectors of the file `path`, one
+    row per word of `vocabulary` in its order (`embedding_matrix`; `missing` as there). Every task that starts an
+    embedding from word vectors goes through here: captioning (HOCA, word2vec's role) and BAN's (GloVe's)."""
+    matrix, _ = embedding_matrix(vocabulary, read_word_vectors(path, vocabulary), dim, missing=missing)
+    model.load_word_vectors(matrix)

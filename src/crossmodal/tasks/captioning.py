@@ -34,7 +34,7 @@ from ..data.captions import decode, load_labels, load_vocabulary
 from ..data.coco import read_coco_captions
 from ..data.feature_sets import Batch, SplitInputs, feature_dims, to_device
 from ..decoding.search import beam_search, greedy_decode
-from ..features.word_vectors import embedding_matrix, read_word_vectors
+from ..features.word_vectors import start_embedding
 from ..io import InputError, atomic_path, read_json, write_text
 from ..metrics.captions import cider_only, evaluate_captions, start_meteor, write_results
 from ..models.registry import build_model
@@ -104,8 +104,7 @@ class Captioning(Task):
         where = self.cfg.where(self.cfg.model_name(self.name))
         model = build_model(where, self.model_system, len(self.words), self.data.dims)
         if self.model_system.model_args.get("word_vectors"):  # HOCA: its embedding starts from word2vec's vectors
-            vectors = read_word_vectors(self.root / paths.WORD2VEC, self.words)
-            model.load_word_vectors(embedding_matrix(self.words, vectors, model.word_embed.embedding_dim)[0])
+            start_embedding(model, self.root / paths.WORD2VEC, self.words, model.word_embed.embedding_dim)
         return model
 
     def train_size(self) -> int:

@@ -23,21 +23,12 @@ def build_network(task, kind: str, words: Sequence[str], *sizes: int) -> nn.Modu
     cls = model_class(task.model_system.model, kind)
     args = build(cls.Args, task.model_system.model_args, f"{where}.model_args")
     model = cls(args, len(words) + 2, *sizes, task.dims)
-    if args.word_vectors:
-        load_word_vectors(model, task.root, words, args.embed_dim)
+    if args.word_vectors:  # BAN-Glove: the stage word_vectors' file, rows in the tasks' id order (padding, unknown,
+        # then `words`); a word without a vector starts at zero, as the official `create_glove_embedding_init` leaves it
+        from ..features.word_vectors import start_embedding
+
+        start_embedding(model, task.root / paths.WORD_VECTORS, ["<pad>", "<unk>", *words], args.embed_dim, "zeros")
     return model
-
-
-def load_word_vectors(model: nn.Module, root: Path, words: Sequence[str], embed_dim: int) -> None:
-    """BAN-Glove: initialise `model`'s word embedding (`load_word_vectors`) from the stage word_vectors' file, rows
-    in the tasks' id order (padding, unknown, then `words`); a word without a vector starts at zero, as the official
-    `create_glove_embedding_init` leaves it."""
-    from ..features.word_vectors import embedding_matrix, read_word_vectors
-
-    vocabulary = ["<pad>", "<unk>", *words]
-    vectors = read_word_vectors(root / paths.WORD_VECTORS, vocabulary)
-    matrix, _ = embedding_matrix(vocabulary, vectors, embed_dim, missing="zeros")
-    model.load_word_vectors(matrix)
 
 
 def padded_boxes(path: Path, image_ids: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
