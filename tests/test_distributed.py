@@ -32,7 +32,8 @@ from crossmodal.training.xe import caption_batch, sequence_loss
 
 ROOT = Path(__file__).resolve().parents[1]
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (run on a GPU machine)")
-CUDA = {"device": "cuda", "amp": False}
+CUDA = {"device": "cuda", "amp": False}  # fp32, to compare with the CPU
+CUDA_AUTO = {"device": "cuda", "amp": "auto"}  # the GPU's default: bf16 autocast
 CUDA_TOLERANCE = 1e-4  # max |parameter difference| between fp32 on a GPU and on the CPU (other summation orders)
 TOLERANCE = 1e-7  # max |parameter difference| between 1 and 2 processes (measured 1.5e-8: see distributed.py)
 UPDOWN = {"model_args": {"embed_dim": 16, "hidden_dim": 16, "att_hidden_dim": 16, "dropout": 0.0,
@@ -321,8 +322,8 @@ def test_cuda_amp_auto_is_bf16_autocast():
 
 @needs_cuda
 def test_cuda_runs_give_the_same_bits_twice(repo):
-    first, weights, _ = train_in_process(repo, "tiny", {"device": "cuda", "amp": "auto"})
-    second, again, _ = train_in_process(repo, "tiny", {"device": "cuda", "amp": "auto"})
+    first, weights, _ = train_in_process(repo, "tiny", CUDA_AUTO)
+    second, again, _ = train_in_process(repo, "tiny", CUDA_AUTO)
     assert all(torch.equal(weights[k], again[k]) for k in weights)
     assert first["history"] == second["history"] and first["predictions"] == second["predictions"]
     assert first["history"][-1]["train_loss"] < first["history"][0]["train_loss"]  # bf16 autocast still learns
@@ -330,7 +331,7 @@ def test_cuda_runs_give_the_same_bits_twice(repo):
 
 @needs_cuda
 def test_cuda_training_killed_mid_run_resumes_to_the_same_bits(repo, monkeypatch):
-    straight, weights, _ = train_in_process(repo, "tiny", {"device": "cuda", "amp": "auto"})
+    straight, weights, _ = train_in_process(repo, "tiny", CUDA_AUTO)
     original = Trainer.train_epoch
 
     def killed_in_the_second_epoch(self, epoch):
@@ -338,7 +339,7 @@ def test_cuda_training_killed_mid_run_resumes_to_the_same_bits(repo, monkeypatch
             raise KeyboardInterrupt("killed")
         return original(self, epoch)
 
-    cfg = config.load(write_params(repo, "params_single.yaml", {"device": "cuda", "amp": "auto"}))
+    cfg = config.load(write_params(repo, "params_single.yaml", CUDA_AUTO))
     shutil.rmtree(repo / paths.CHECKPOINTS, ignore_errors=True)
     monkeypatch.setattr(Trainer, "train_epoch", killed_in_the_second_epoch)
     with pytest.raises(KeyboardInterrupt):
