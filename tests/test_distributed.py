@@ -140,27 +140,39 @@ def one_process(repo) -> tuple[dict, dict, dict]:
     return train_in_process(repo, "tiny")
 
 
+def assert_trained_alike(what: str, ours: tuple[dict, dict], theirs: tuple[dict, dict], tolerance: float,
+                         rel: float) -> None:
+    """Two runs' (metrics, weights): parameters within `tolerance`, the same best epoch, the same curve of training
+    losses (to `rel`) and learning rates."""
+    (result, weights), (reference, reference_weights) = ours, theirs
+    assert weights.keys() == reference_weights.keys()
+    diff = max((weights[k] - reference_weights[k]).abs().max().item() for k in reference_weights)
+    print(f"max |parameter difference|, {what}: {diff:.3g}")
+    assert diff <= tolerance, diff
+    assert result["best_epoch"] == reference["best_epoch"]
+    for row, other in zip(result["history"], reference["history"], strict=True):
+        assert row["train_loss"] == pytest.approx(other["train_loss"], rel=rel) and row["lr"] == other["lr"]
+
+
+def cpu_only(*tensor_maps: dict, checkpoint: dict) -> bool:
+    """Whether the tensors of the maps and of a checkpoint (its weights, best state and optimiser state) are CPU's."""
+    tensors = [*(t for m in tensor_maps for t in m.values()), *checkpoint["model"].values(),
+               *checkpoint["best"]["state"].values(),
+               *(t for s in checkpoint["optimizer"]["state"].values() for t in s.values())]
+    return all(t.device.type == "cpu" for t in tensors)
+
+
 def test_two_gloo_processes_through_torchrun_match_one_process(repo, two_processes, one_process):
     single, weights, _ = one_process
     saved = torch.load(repo / paths.MODELS / "tiny" / "model.pt", weights_only=False)["state_dict"]
-    assert saved.keys() == weights.keys()
-    diff = max((saved[k] - weights[k]).abs().max().item() for k in weights)
-    print(f"max |parameter difference|, 2 processes vs 1: {diff:.3g}")
-    assert diff <= TOLERANCE, diff
-    assert two_processes["best_epoch"] == single["best_epoch"]
-    for ours, theirs in zip(two_processes["history"], single["history"], strict=True):
-        assert ours["train_loss"] == pytest.approx(theirs["train_loss"], rel=1e-6)
-        assert ours["lr"] == theirs["lr"]
+    assert_trained_alike("2 processes vs 1", (two_processes, saved), (single, weights), TOLERANCE, 1e-6)
     assert two_processes["mlflow_run_id"]  # rank 0 logged the one MLflow run
 
 
 def test_saved_model_and_checkpoint_hold_cpu_tensors(repo, two_processes, one_process):
     _, weights, checkpoint = one_process
     saved = torch.load(repo / paths.MODELS / "tiny" / "model.pt", weights_only=False)["state_dict"]
-    tensors = [*saved.values(), *weights.values(), *checkpoint["model"].values(),
-               *checkpoint["best"]["state"].values(),
-               *(t for s in checkpoint["optimizer"]["state"].values() for t in s.values())]
-    assert all(t.device.type == "cpu" for t in tensors)
+    assert cpu_only(saved, weights, checkpoint=checkpoint)
 
 
 def test_scst_runs_in_two_processes(repo, two_processes):
@@ -304,15 +316,8 @@ def test_cuda_fp32_trains_as_the_cpu_does_and_saves_cpu_tensors(repo, one_proces
     cpu, cpu_weights, _ = one_process
     gpu, weights, checkpoint = train_in_process(repo, "tiny", CUDA)
     assert "cuda" in checkpoint["rng"]  # it trained on the GPU (whose random state the checkpoint keeps)
-    diff = max((weights[k] - cpu_weights[k]).abs().max().item() for k in cpu_weights)
-    print(f"max |parameter difference|, CUDA fp32 vs CPU: {diff:.3g}")
-    assert diff <= CUDA_TOLERANCE, diff
-    assert gpu["best_epoch"] == cpu["best_epoch"]
-    for ours, theirs in zip(gpu["history"], cpu["history"], strict=True):
-        assert ours["train_loss"] == pytest.approx(theirs["train_loss"], rel=1e-4)
-    tensors = [*weights.values(), *checkpoint["model"].values(), *checkpoint["best"]["state"].values(),
-               *(t for s in checkpoint["optimizer"]["state"].values() for t in s.values())]
-    assert all(t.device.type == "cpu" for t in tensors)
+    assert_trained_alike("CUDA fp32 vs CPU", (gpu, weights), (cpu, cpu_weights), CUDA_TOLERANCE, 1e-4)
+    assert cpu_only(weights, checkpoint=checkpoint)
 
 
 @needs_cuda

@@ -367,8 +367,9 @@ def hoca_figures_stage(cfg: Config) -> dict:
 
 
 def hoca_cost_stage(cfg: Config) -> dict:
-    """HOCA's Table 3 (stages/hoca_cost.py): the measured rows (`Config.measured_rows`), when params name them."""
-    rows = cfg.measured_rows()
+    """HOCA's Table 3 (stages/hoca_cost.py): its rows (`hoca_cost.rows`, which `Config.measured_rows` lists for the
+    shared code), when params name them."""
+    rows = cfg.hoca_cost.rows
     if not rows:
         return {}
     measured = list(rows.values())
