@@ -102,25 +102,34 @@ def test_a_failed_stage_starts_nothing_after_it(repo):
 
 
 def test_ctrl_c_stops_the_running_stages_and_records_none(repo):
+    """`right`'s command misses the first SIGINT, as one does when it lands while DVC is still starting it: the
+    scheduler signals again until every stage has ended."""
     import signal
     import time
 
     (repo / "in.txt").write_text("3\n")
     shutil.rmtree(repo / ".dvc/tmp/repro", ignore_errors=True)  # the earlier tests' logs
-    _write_stages(repo, left=_stage("left", ["in.txt"], sleep=60), right=_stage("right", ["in.txt"], sleep=60))
+    rearm = ("import signal, time; signal.signal(signal.SIGINT, lambda *a: "
+             "signal.signal(signal.SIGINT, signal.default_int_handler)); open('armed', 'w').close(); time.sleep(60)")
+    right = {**_stage("right", ["in.txt"]), "cmd": f"python -c \"{rearm}\" right.json"}
+    _write_stages(repo, left=_stage("left", ["in.txt"], sleep=60), right=right)
     try:
         proc = subprocess.Popen([sys.executable, "-m", "crossmodal.repro"], cwd=repo, env=_env(), text=True,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         logs = [repo / ".dvc/tmp/repro" / f"{n}.log" for n in ("left", "right")]
         deadline = time.time() + 60
-        while not all(p.is_file() and "Running stage" in p.read_text() for p in logs) and time.time() < deadline:
+        def started() -> bool:
+            return all(p.is_file() and "Running stage" in p.read_text() for p in logs) and (repo / "armed").is_file()
+
+        while not started() and time.time() < deadline:
             time.sleep(0.2)
         proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=60)
+        out, _ = proc.communicate(timeout=45)  # the commands sleep 60 s
         assert proc.returncode == 130 and "interrupted" in out, out
         status = json.loads(_run(repo, "dvc", "status", "--json").stdout)
         assert {"left", "right", "join"} <= set(status)  # none of them recorded as done
     finally:
+        (repo / "armed").unlink(missing_ok=True)
         (repo / "in.txt").write_text("1\n")
         _write_stages(repo)
 
