@@ -71,6 +71,40 @@ def test_the_same_inputs_give_the_same_png_bytes_without_a_time_stamp(metrics_di
     assert figures.system_png(changed) != figures.system_png(curves)
 
 
+
+def test_the_cache_gives_the_drawn_bytes_redraws_what_changed_and_keeps_only_the_last_calls(metrics_dir, tmp_path,
+                                                                                             monkeypatch):
+    """The index's cache of drawn figures: a second call draws nothing and writes the first call's bytes; a changed
+    history redraws its system and its paper's overview only; a change of the drawing code (its digest) redraws all;
+    the cache then holds exactly the figures of the last call."""
+    cache = tmp_path / "cache"
+    drawn = write(metrics_dir, tmp_path / "plain")["baselines"]
+    assert write(metrics_dir, tmp_path / "one", cache=cache) == write(metrics_dir, tmp_path / "one")
+    assert len(list(cache.iterdir())) == 4  # the overview and three systems' curves
+    calls = []
+    for name in ("system_figure", "overview_figure"):
+        def counted(*args, _draw=getattr(figures, name), _name=name):
+            calls.append((_name, args[0]))
+            return _draw(*args)
+
+        monkeypatch.setattr(figures, name, counted)
+    second = write(metrics_dir, tmp_path / "two", cache=cache)["baselines"]
+    assert calls == [] and [p.read_bytes() for p in second] == [p.read_bytes() for p in drawn]
+
+    history = [{**r, "val_CIDEr": r["val_CIDEr"] + 0.1} for r in XE_HISTORY]
+    (metrics_dir / "updown_seed1.json").write_text(json.dumps(metrics(history)))
+    third = write(metrics_dir, tmp_path / "three", cache=cache)["baselines"]
+    assert [(n, getattr(a, "system", a)) for n, a in calls] == [("overview_figure", "baselines"),
+                                                                 ("system_figure", "updown_seed1")]
+    assert [p.read_bytes() for p in third] == [p.read_bytes() for p in write(metrics_dir, tmp_path / "plain2")
+                                               ["baselines"]]
+    assert len(list(cache.iterdir())) == 4  # the two replaced are gone
+
+    calls.clear()
+    monkeypatch.setattr(figures, "_drawing_digest", lambda: "other code")
+    write(metrics_dir, tmp_path / "four", cache=cache)
+    assert len(calls) == 4 and len(list(cache.iterdir())) == 4
+
 def test_a_users_matplotlib_settings_do_not_change_the_bytes(metrics_dir):
     curves = figures.read_curves(metrics_dir / "updown_scst.json")
     plain = figures.system_png(curves)

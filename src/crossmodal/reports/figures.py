@@ -20,13 +20,23 @@ The PNG bytes are a pure function of the inputs and the pinned matplotlib and Pi
 matplotlib's default style (a user's matplotlibrc changes nothing), at a fixed size and dpi, then encoded by
 `drawing.png_bytes`, which writes no metadata chunk (matplotlib's own PNG writer adds a `Software` text chunk with
 its version). So an unchanged rerun leaves git and DVC with the same files. Every file is written atomically.
+
+Since the bytes are such a function, `write_figures` can keep them (`cache`: the index stage's is data/cache/figures/):
+one file per figure, named by the SHA-256 of what draws it (the kind of figure, its curves, seeds and title, the
+source of this module and of everything it imports in the package, the matplotlib, Pillow and NumPy versions). A
+figure whose digest is there is read instead of drawn, which saves about 0.7 s per figure on a 2-core machine (most
+of the index stage's time, which reruns after every trained system). The cache keeps exactly the figures of the last
+call: nothing accumulates, and deleting it only costs the drawing.
 """
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import math
 import os
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -38,6 +48,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 from PIL import Image
 
+from .. import closures
 from ..io import InputError, atomic_path, read_json, write_text
 from ..drawing import png_bytes
 
@@ -295,6 +306,40 @@ def overview_png(paper: str, curves: Sequence[Curves], seeds: Mapping[str, Seque
     return drawn(overview_figure, paper, curves, seeds, title)
 
 
+# ---------------------------------------------------------------- the cache of drawn figures
+
+
+@lru_cache(maxsize=1)
+def _drawing_digest() -> str:
+    """What draws the bytes besides the inputs: this module's source and everything it imports in the package
+    (closures.py), and the versions of the libraries that draw and encode."""
+    import PIL
+
+    digest = hashlib.sha256(json.dumps([matplotlib.__version__, PIL.__version__, np.__version__]).encode())
+    for name in closures.closure([__name__]):
+        digest.update(name.encode() + b"\0" + (closures.SRC.parent / name).read_bytes())
+    return digest.hexdigest()
+
+
+def _curves_key(curves: Curves) -> dict:
+    return {f.name: getattr(curves, f.name) for f in dataclasses.fields(curves) if f.compare}
+
+
+def _png(cache: Path | None, used: set[Path], kind: str, inputs: object, draw) -> bytes:
+    """`draw()`'s PNG bytes, read from `cache` where a call with the same inputs left them, else drawn (and kept
+    there); `used` collects the cache's files of this call."""
+    if cache is None:
+        return draw()
+    key = json.dumps([_drawing_digest(), kind, inputs], sort_keys=True, default=str)
+    path = cache / f"{hashlib.sha256(key.encode()).hexdigest()}.png"
+    used.add(path)
+    if path.is_file():
+        return path.read_bytes()
+    data = draw()
+    _write_bytes(path, data)
+    return data
+
+
 # ---------------------------------------------------------------- files
 
 
@@ -322,7 +367,8 @@ def plots_path(plots_dir: Path, system: str) -> Path:
 
 def write_figures(metrics_dir: str | os.PathLike, out_dir: str | os.PathLike, papers: Mapping[str, Sequence[str]],
                   plots_dir: str | os.PathLike | None = None, seeds: Mapping[str, Sequence[str]] | None = None,
-                  titles: Mapping[str, str] | None = None) -> dict[str, list[Path]]:
+                  titles: Mapping[str, str] | None = None, cache: str | os.PathLike | None = None
+                  ) -> dict[str, list[Path]]:
     """Write every trained system's curve PNG and `dvc plots` file and every paper's overview PNG.
 
     `papers`: {paper: its systems (and ensembles) in table order}; each system's metrics file is
@@ -330,7 +376,8 @@ def write_figures(metrics_dir: str | os.PathLike, out_dir: str | os.PathLike, pa
     skipped). `plots_dir` defaults to `out_dir`'s sibling `plots` (reports/figures -> reports/plots). `seeds`:
     {system: its seed group} (claims.seed_groups) to colour seeds alike in the overviews; `titles`: {paper: the
     name its overview shows}. Files of this module's kinds that no longer belong to a system or paper (a removed
-    system) are deleted: `out_dir/curves/*.png`, `out_dir/*_curves.png`, `plots_dir/*.json`.
+    system) are deleted: `out_dir/curves/*.png`, `out_dir/*_curves.png`, `plots_dir/*.json`. `cache`: a folder
+    that keeps the PNGs drawn by this call, and only them, to read instead of drawing next time (the module's doc).
 
     Returns {paper: [its overview, then each system's curve PNG in `papers` order]}, papers without a trained
     system left out; the `dvc plots` files are `plots_path(plots_dir, system)` of the same systems."""
@@ -338,16 +385,21 @@ def write_figures(metrics_dir: str | os.PathLike, out_dir: str | os.PathLike, pa
     plots_dir = Path(plots_dir) if plots_dir is not None else out_dir.parent / "plots"
     loaded = {paper: [c for c in (read_curves(metrics_dir / f"{name}.json", name) for name in names) if c]
               for paper, names in papers.items()}  # every file checked before anything is written
+    cache = Path(cache) if cache is not None else None
     written: dict[str, list[Path]] = {}
     keep: set[Path] = set()
+    cached: set[Path] = set()
     for paper, curves in loaded.items():
         if not curves:
             continue
         files = [overview_path(out_dir, paper)]
-        _write_bytes(files[0], overview_png(paper, curves, seeds, (titles or {}).get(paper)))
+        title = (titles or {}).get(paper)
+        group = {c.system: list(seeds.get(c.system, ())) for c in curves} if seeds else None
+        _write_bytes(files[0], _png(cache, cached, "overview", [paper, [_curves_key(c) for c in curves], group, title],
+                                    lambda: overview_png(paper, curves, seeds, title)))
         for c in curves:
             files.append(curve_path(out_dir, c.system))
-            _write_bytes(files[-1], system_png(c))
+            _write_bytes(files[-1], _png(cache, cached, "system", _curves_key(c), lambda: system_png(c)))
             if c.metric == METRIC:  # `dvc plots` draws one field of every file: the captioners' curves only
                 write_text(plots_path(plots_dir, c.system), plots_json(c))
                 keep.add(plots_path(plots_dir, c.system))
@@ -355,6 +407,9 @@ def write_figures(metrics_dir: str | os.PathLike, out_dir: str | os.PathLike, pa
         keep.update(files)
     for stale in [*(out_dir / CURVES).glob("*.png"), *out_dir.glob("*_curves.png"), *plots_dir.glob("*.json")]:
         if stale not in keep:
+            stale.unlink()
+    for stale in cache.glob("*.png") if cache is not None else ():
+        if stale not in cached:
             stale.unlink()
     return written
 

@@ -4,7 +4,9 @@ with their sources, row counts and claims that hold, the figures (reports/figure
 `dvc plots` data in reports/plots/, and per paper its decoder's attention on a test image), and every trained system
 and ensemble with its test scores; then it tags each system's MLflow run with its paper, table rows and seed. It
 depends on all of them (and on what the attention figures read: the systems' model files, the example image, the
-region features), so `dvc repro` at the root rebuilds every stage of every paper."""
+region features), so `dvc repro` at the root rebuilds every stage of every paper. It keeps the curve PNGs it
+drew in data/cache/figures/ and reads the unchanged ones from there next time (reports/figures.py): after one
+system retrains, it draws that system's curves and its paper's overview only."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -17,6 +19,8 @@ from ..reports.attention import write_attention_figures
 from ..reports.figures import FIGURES, PLOTS, figure_index_lines, write_figures
 from ..reports.runs import tag_runs
 from ..reports.tables import STATUS_PAPERS, build_index, build_status, load_tables, summary_name
+
+FIGURE_CACHE = Path("data/cache/figures")  # the curve PNGs this stage drew last (reports/figures.py)
 
 
 def summaries(cfg, root: Path) -> dict[str, Path]:
@@ -48,7 +52,7 @@ def figures(cfg, root: Path) -> list[str]:
     owners = {name: cfg.paper_of(name) for name in cfg.systems()}
     papers = {paper: [n for n, owner in owners.items() if owner == paper] for paper in dict.fromkeys(owners.values())}
     written = write_figures(root / paths.METRICS, root / FIGURES, papers, root / PLOTS, seed_groups(cfg),
-                            STATUS_PAPERS)
+                            STATUS_PAPERS, cache=root / FIGURE_CACHE)
     attention = write_attention_figures(cfg, root, root / FIGURES, STATUS_PAPERS)
     drawn = {"hoca": [(label, root / path) for label, path in paths.HOCA_FIGURE_FILES.items()
                       if cfg.hoca_figures.full and (root / path).is_file()]}  # the stage hoca_figures draws them
