@@ -113,18 +113,26 @@ def test_ctrl_c_stops_the_running_stages_and_records_none(repo):
              "signal.signal(signal.SIGINT, signal.default_int_handler)); open('armed', 'w').close(); time.sleep(60)")
     right = {**_stage("right", ["in.txt"]), "cmd": f"python -c \"{rearm}\" right.json"}
     _write_stages(repo, left=_stage("left", ["in.txt"], sleep=60), right=right)
+    inherited = signal.getsignal(signal.SIGINT)  # a process started with SIGINT ignored would never see Ctrl-C
     try:
         proc = subprocess.Popen([sys.executable, "-m", "crossmodal.repro"], cwd=repo, env=_env(), text=True,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as a shell starts it
         logs = [repo / ".dvc/tmp/repro" / f"{n}.log" for n in ("left", "right")]
         deadline = time.time() + 60
+
         def started() -> bool:
             return all(p.is_file() and "Running stage" in p.read_text() for p in logs) and (repo / "armed").is_file()
 
         while not started() and time.time() < deadline:
             time.sleep(0.2)
         proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=45)  # the commands sleep 60 s
+        try:
+            out, _ = proc.communicate(timeout=45)  # the commands sleep 60 s
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise AssertionError(f"not stopped in 45 s (the test's SIGINT disposition: {inherited}):\n"
+                                 f"{proc.communicate()[0]}") from None
         assert proc.returncode == 130 and "interrupted" in out, out
         status = json.loads(_run(repo, "dvc", "status", "--json").stdout)
         assert {"left", "right", "join"} <= set(status)  # none of them recorded as done
