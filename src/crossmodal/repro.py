@@ -21,8 +21,8 @@ less wall time than one after the other, and gave the same bits.
 
 Each stage's output goes to `.dvc/tmp/repro/<stage>.log`; this command prints a line when a stage starts and
 ends, and the log's last lines when one fails. A failure, like `dvc repro`'s, starts nothing new: the stages
-running finish, and the command exits 1. Ctrl-C stops every stage, signalling each until it has ended (DVC
-records none of them; outputs are written atomically). `--jobs 1` is plain `dvc repro`.
+running finish, and the command exits 1. Ctrl-C stops every stage (DVC records none of them; outputs are written
+atomically). `--jobs 1` is plain `dvc repro`.
 
 It is a module of its own, not a command of `crossmodal/cli.py`: the CLI is part of every stage's code closure
 (closures.py), so a command there would rerun every stage when it changes.
@@ -41,7 +41,6 @@ from .io import InputError
 
 LOGS = Path(".dvc") / "tmp" / "repro"  # under the repository's root
 TAIL = 30  # lines of a failed stage's log shown
-RESIGNAL, KILL_AFTER = 2.0, 60.0  # Ctrl-C: seconds between SIGINTs to a stage still running; then SIGKILL
 
 
 def plan(targets: list[str]) -> tuple[list[str], dict[str, set[str]]]:
@@ -146,7 +145,11 @@ def _schedule(order: list[str], waits_for: dict[str, set[str]], logs: Path, env:
                 _say(f"{'done' if ran else 'unchanged'} {address} ({seconds:.0f} s; "
                      f"{len(done)} of {len(order)})")
     except KeyboardInterrupt:
-        _stop([proc for proc, _ in running.values()])
+        for proc, _ in running.values():
+            if proc.poll() is None:  # DVC ignores SIGINT while its command runs: signal its process group, as a
+                os.killpg(proc.pid, signal.SIGINT)  # terminal's Ctrl-C does
+        for proc, _ in running.values():
+            proc.wait()
         _say("interrupted; the stages that were running are not recorded")
         return 130
     finally:
@@ -156,37 +159,6 @@ def _schedule(order: list[str], waits_for: dict[str, set[str]], logs: Path, env:
         _say(f"{len(failed)} stage(s) failed: {', '.join(failed)}; {left} not run")
         return 1
     return 0
-
-
-def _stop(procs: list[subprocess.Popen]) -> None:
-    """Ctrl-C for the stages: SIGINT to each one's process group, as a terminal gives it (DVC ignores SIGINT while its
-    command runs, so it reaches the command), sent again every RESIGNAL seconds while anything of a group lives: a
-    signal that lands while DVC is still starting the command can miss the command. SIGKILL after KILL_AFTER s."""
-    groups = {proc.pid: proc for proc in procs}  # start_new_session: each DVC leads its own group
-    began = last = time.monotonic()
-    signum = signal.SIGINT
-    while groups:
-        for pgid in list(groups):
-            try:
-                os.killpg(pgid, signum)
-            except ProcessLookupError:  # the whole group has ended
-                del groups[pgid]
-        while groups and time.monotonic() - last < RESIGNAL:
-            time.sleep(0.1)
-            for pgid, proc in list(groups.items()):
-                proc.poll()  # reap DVC, so that its group ends with its last process
-                if not _group_alive(pgid):
-                    del groups[pgid]
-        last = time.monotonic()
-        signum = signal.SIGKILL if last - began > KILL_AFTER else signal.SIGINT
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def main(argv: list[str] | None = None) -> int:
