@@ -21,9 +21,7 @@ The files are generated, not written by hand: after adding or removing a system,
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping
 
 import yaml
 
@@ -161,7 +159,7 @@ def spine_stages(cfg: Config) -> dict:
          SPREAD, paths.METRICS / "data_profile.json",
          *(paths.METRICS / f"{n}.json" for n in [*cfg.systems(), *cfg.ensembles()]),
          *_dedupe([str(f) for files in drawn.values() for f in files.files]),
-         *(f for files in study_figures(cfg).values() for f in files.values()),
+         *(paths.HOCA_FIGURE_FILES.values() if hoca_figures_drawn(cfg) else []),
          *stage_code("index", *_dedupe([f"models.{cfg.model_of(s).model}" for s in drawn_systems]))],
         [{str(paths.INDEX): {"cache": False}}, {str(CLAIMS): {"cache": False}},
          {str(FIGURES): {"cache": False}}, {str(PLOTS): {"cache": False}}])
@@ -335,7 +333,7 @@ def paper_stages(cfg: Config, paper: str) -> dict:
         stages[name] = _stage(f"python -m crossmodal ensemble --name {name}", params, deps, outs[1:], metrics,
                               wdir="../..")
     for study in STUDIES.get(paper, ()):  # the paper's stages beyond its systems: figures, measured rows
-        stages.update(study.stages(cfg))
+        stages.update(study(cfg))
     if section.tables:
         stages["tables"] = tables_stage(cfg, paper)
     return stages
@@ -386,23 +384,8 @@ def hoca_cost_stage(cfg: Config) -> dict:
         [paths.METRICS / f"{row}.json" for row in rows], wdir="../..")}
 
 
-@dataclass(frozen=True)
-class Study:
-    """Stages of a paper beyond its systems' and its tables': `stages(cfg)` builds them ({stage name: stage}, empty
-    where params leave the study out); `figures` ({label: file}) are the figures they draw, which the index lists
-    under the paper (and depends on) when the stages are built."""
-    stages: Callable[[Config], dict]
-    figures: Mapping[str, Path] = field(default_factory=dict)
-
-
-STUDIES = {"hoca": (Study(hoca_figures_stage, paths.HOCA_FIGURE_FILES), Study(hoca_cost_stage))}
-
-
-def study_figures(cfg: Config) -> dict[str, dict[str, Path]]:
-    """{paper: {label: file}} of the figures that its studies' stages draw under `cfg`, for the index."""
-    drawn = {paper: {label: path for study in studies if study.figures and study.stages(cfg)
-                     for label, path in study.figures.items()} for paper, studies in STUDIES.items()}
-    return {paper: files for paper, files in drawn.items() if files}
+# a paper's stages beyond its systems' and its tables': their builders, each returning {stage name: stage}
+STUDIES = {"hoca": (hoca_figures_stage, hoca_cost_stage)}
 
 
 def tables_stage(cfg: Config, paper: str) -> dict:

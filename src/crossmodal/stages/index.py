@@ -14,7 +14,6 @@ from pathlib import Path
 from .. import paths
 from ..config import PAPERS
 from ..io import write_text
-from ..pipelines import study_figures
 from ..reports.claims import CLAIMS, SPREAD, ClaimsPage, build_claims, cross_cpu_spread, objectives, seed_groups
 from ..reports.attention import write_attention_figures
 from ..reports.figures import FIGURES, PLOTS, figure_index_lines, write_figures
@@ -55,8 +54,8 @@ def figures(cfg, root: Path) -> list[str]:
     written = write_figures(root / paths.METRICS, root / FIGURES, papers, root / PLOTS, seed_groups(cfg),
                             STATUS_PAPERS, cache=root / FIGURE_CACHE)
     attention = write_attention_figures(cfg, root, root / FIGURES, STATUS_PAPERS)
-    drawn = {paper: [(label, root / path) for label, path in files.items() if (root / path).is_file()]
-             for paper, files in study_figures(cfg).items()}  # what the papers' study stages draw (pipelines.py)
+    drawn = {"hoca": [(label, root / path) for label, path in paths.HOCA_FIGURE_FILES.items()
+                      if cfg.hoca_figures.full and (root / path).is_file()]}  # the stage hoca_figures draws them
     return figure_index_lines(written, root / paths.INDEX, STATUS_PAPERS, root / PLOTS, attention,
                               {paper: files for paper, files in drawn.items() if files})
 
