@@ -487,3 +487,88 @@ def test_tar_hardlink_outside_the_directory_is_refused(dataset_dir):
     with pytest.raises(InputError, match="member 'passwd' links outside the directory"):
         fetch_archive(buffer.getvalue(), "hard.tar", dataset_dir)
     assert {p.name for p in dataset_dir.iterdir()} == {"hard.tar"} | BOOKKEEPING
+
+
+# ------------------------------------------------------------------------------- a queued experiment's copy
+
+def test_a_copy_links_the_finished_files_and_verifies_them_without_hashing_or_requests(tmp_path, monkeypatch):
+    """A queued experiment's copy of the repository lacks data/raw/: the origin's finished files are linked in
+    (archive, its extracted tree with a symlink, bookkeeping), never a transfer in progress or a staging folder,
+    and the rerun fetch makes no request, hashes nothing and writes the origin's manifest."""
+    origin, copy = tmp_path / "repo" / "raw" / "toy", tmp_path / "copy" / "raw" / "toy"
+    archive = tar_bytes(GOOD_MEMBERS, symlinks={"annotations/latest.json": "captions.json"})
+    server = LoopbackHTTPServer({"file.bin": PAYLOAD, "good.tar.gz": archive})
+    with server as base:
+        files = [RemoteFile(f"{base}/file.bin", sha256=PAYLOAD_SHA),
+                 RemoteFile(f"{base}/good.tar.gz", sha256=hashlib.sha256(archive).hexdigest(), extract=True)]
+        fetch_dataset("toy", files, origin, **QUICK)
+        (origin / "next.bin.part").write_bytes(b"half a file")     # another file's transfer, in progress
+        (origin / ".good.tar.gz.extract-x1").mkdir()               # an extraction's staging folder
+        (origin / ".good.tar.gz.extract-x1" / "README").write_bytes(b"partial")
+        requests = len(server.requests)
+        monkeypatch.setattr(download, "_hash_file_into", lambda *args: pytest.fail(f"hashed {args[1]}"))
+        linked = download.link_finished(origin, copy)
+        fetch_dataset("toy", files, copy, **QUICK)
+        assert len(server.requests) == requests
+    assert (copy / "MANIFEST.json").read_text() == (origin / "MANIFEST.json").read_text()
+    assert os.path.samefile(copy / "file.bin", origin / "file.bin")
+    assert os.path.samefile(copy / "annotations" / "sub" / "notes.txt", origin / "annotations" / "sub" / "notes.txt")
+    assert os.readlink(copy / "annotations" / "latest.json") == "captions.json"
+    assert not (copy / "next.bin.part").exists() and not (copy / ".good.tar.gz.extract-x1").exists()
+    assert linked == len([p for p in origin.rglob("*") if p.is_file() and not p.is_symlink()]) - 2
+    assert sums(copy) == sums(origin)
+
+
+def test_link_finished_leaves_a_present_file_alone_and_copies_where_links_fail(tmp_path, monkeypatch):
+    origin, copy = tmp_path / "origin", tmp_path / "copy"
+    origin.mkdir()
+    copy.mkdir()
+    (origin / "a.bin").write_bytes(b"origin's a")
+    (origin / "b.bin").write_bytes(b"origin's b")
+    os.utime(origin / "b.bin", ns=(5_000_000_000, 5_000_000_000))
+    (copy / "a.bin").write_bytes(b"the copy's own a")
+    monkeypatch.setattr(download.os, "link", lambda *args: (_ for _ in ()).throw(OSError(18, "cross-device")))
+    assert download.link_finished(origin, copy) == 1
+    assert (copy / "a.bin").read_bytes() == b"the copy's own a"
+    assert (copy / "b.bin").read_bytes() == b"origin's b" and not os.path.samefile(copy / "b.bin", origin / "b.bin")
+    assert (copy / "b.bin").stat().st_mtime_ns == 5_000_000_000        # the hash cache's key survives the copy
+
+
+def test_the_download_stage_in_a_queued_experiments_copy_fetches_nothing(tmp_path, monkeypatch, capsys):
+    """The stage finds the repository past `.dvc/tmp/exps` (DVC_ROOT) and takes its finished dataset from there,
+    offline; in the repository itself it links nothing."""
+    from types import SimpleNamespace
+
+    import yaml
+
+    from crossmodal.config import from_data, repo_root
+    from crossmodal.stages import download as stage
+
+    repo = tmp_path / "repo"
+    copy = repo / ".dvc" / "tmp" / "exps" / "standalone" / "tmpq1"
+    params = yaml.safe_load((repo_root() / "params.yaml").read_text())
+    params["profile"] = "real"
+    server = LoopbackHTTPServer({"file.bin": PAYLOAD})
+    with server as base:
+        params["datasets"] = {"toy": {"description": "a file", "files": [{"url": f"{base}/file.bin"}]}}
+        monkeypatch.setenv("DVC_ROOT", str(repo))
+        stage.run(from_data(params), repo, SimpleNamespace(dataset="toy"))
+    assert server.count("file.bin") == 1 and "linked" not in capsys.readouterr().err
+    monkeypatch.setenv("DVC_ROOT", str(copy))
+    with refused_url() as base:
+        params["datasets"]["toy"]["files"][0]["url"] = f"{base}/file.bin"
+        stage.run(from_data(params), copy, SimpleNamespace(dataset="toy"))
+    assert f"toy: 4 finished file(s) linked from {repo / 'data/raw/toy'}" in capsys.readouterr().err
+    assert os.path.samefile(copy / "data/raw/toy/file.bin", repo / "data/raw/toy/file.bin")
+    manifest = json.loads((copy / "data/raw/toy/MANIFEST.json").read_text())
+    assert [(f["name"], f["sha256"]) for f in manifest["files"]] == [("file.bin", PAYLOAD_SHA)]
+
+    params["datasets"]["placed"] = {"description": "by hand", "fetch": False, "files": [{"url": None, "name": "p.tsv"}]}
+    (repo / "data/raw/placed").mkdir()
+    (repo / "data/raw/placed/p.tsv").write_bytes(b"placed by hand")
+    monkeypatch.setenv("DVC_ROOT", str(repo))
+    stage.run(from_data(params), repo, SimpleNamespace(dataset="placed"))
+    monkeypatch.setenv("DVC_ROOT", str(copy))
+    stage.run(from_data(params), copy, SimpleNamespace(dataset="placed"))  # not fetched: what the user placed
+    assert os.path.samefile(copy / "data/raw/placed/p.tsv", repo / "data/raw/placed/p.tsv")
+    assert (copy / "data/raw/placed/MANIFEST.json").read_text() == (repo / "data/raw/placed/MANIFEST.json").read_text()

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from crossmodal import tracking
+from crossmodal.config import origin_root
 
 
 @pytest.fixture
@@ -20,7 +21,7 @@ def test_queued_experiment_copy_logs_to_the_real_repository(tmp_path, monkeypatc
     copy = tmp_path / ".dvc" / "tmp" / "exps" / "tmpabc123"
     copy.mkdir(parents=True)
     monkeypatch.setenv("DVC_ROOT", str(copy))
-    assert tracking.tracking_root() == tmp_path
+    assert origin_root() == tmp_path
     assert tracking.tracking_uri() == f"sqlite:///{tmp_path / 'mlflow.db'}"
 
 

@@ -943,6 +943,18 @@ def repo_root() -> Path:
     return here
 
 
+def origin_root() -> Path:
+    """The repository a stage's workspace belongs to: the workspace itself, or, inside a queued experiment's
+    temporary copy (`<repo>/.dvc/tmp/exps/...`, where DVC points `DVC_ROOT` at the copy or at the repository), the
+    repository it was copied from. MLflow's database lives there, and the downloaded datasets a copy lacks."""
+    root = Path(os.environ["DVC_ROOT"]).resolve() if os.environ.get("DVC_ROOT") else repo_root()
+    parts = root.parts
+    for i in range(len(parts) - 2):
+        if parts[i:i + 3] == (".dvc", "tmp", "exps"):
+            return Path(*parts[:i])
+    return root
+
+
 def apply_profile(tree: Any, real: bool, where: str = "") -> Any:
     """Resolve the `paper:` blocks of a params tree: under the real profile a block is deep-merged over the
     mapping that holds it (its values are the papers' settings), under the synthetic profile it is dropped.

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .config import repo_root
+from .config import origin_root, repo_root
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("DO_NOT_TRACK", "true")
@@ -43,18 +43,8 @@ def runs_view_url(experiment_id: str, base: str = "http://127.0.0.1:5000") -> st
     return f"{base}/#/experiments/{experiment_id}/runs?workflowType=machine_learning&viewStateShareKey={RUNS_VIEW}"
 
 
-def tracking_root() -> Path:
-    """The repository whose mlflow.db should receive runs (the original repo for queued experiments)."""
-    root = Path(os.environ["DVC_ROOT"]).resolve() if os.environ.get("DVC_ROOT") else repo_root()
-    parts = root.parts
-    for i in range(len(parts) - 2):
-        if parts[i] == ".dvc" and parts[i + 1] == "tmp" and parts[i + 2] == "exps":
-            return Path(*parts[:i])
-    return root
-
-
 def tracking_uri(root: Path | None = None) -> str:
-    root = root or tracking_root()
+    root = root or origin_root()
     return f"sqlite:///{(root / 'mlflow.db').resolve()}"
 
 
@@ -106,7 +96,7 @@ class Run:
             [sys.executable, "-m", "crossmodal.tracking"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
         )
         self._run_id: str | None = None
-        self._send(op="start", root=str(tracking_root()), experiment=experiment, run_name=run_name or stage,
+        self._send(op="start", root=str(origin_root()), experiment=experiment, run_name=run_name or stage,
                    params={k: str(v)[:6000] for k, v in params.items()}, tags=tags)
 
     def _send(self, **message: Any) -> None:

@@ -33,6 +33,10 @@ is accepted without any network access when its SHA-256 matches the given checks
 and accepted and recorded (`"checksum": "first-recorded"`) when neither exists. A present file that does not
 match is an error and is never overwritten.
 
+Queued experiments: DVC runs them in a temporary copy of the repository without these directories, and
+the download stages run again there; `link_finished` first hard-links the repository's finished files into the
+copy, so that they are verified, not downloaded again.
+
 Only the standard library speaks HTTP (urllib); tqdm draws the progress bars.
 """
 from __future__ import annotations
@@ -78,6 +82,7 @@ _TAR_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz")
 _SUMS_LINE = re.compile(r"([0-9a-fA-F]{64}) [ *](.+)")
 _CONTENT_RANGE = re.compile(r"bytes\s+(\d+)-(\d+)/(\d+|\*)")
 _UNSATISFIED_RANGE = re.compile(r"bytes\s+\*/(\d+)")
+_STAGING_DIR = re.compile(r"\..+\.extract-.*")
 
 
 def file_name(remote: RemoteFile) -> str:
@@ -205,6 +210,39 @@ def fetch_dataset(dataset: str, files: Sequence[RemoteFile], dataset_dir: Path, 
                 "files": [{k: r[k] for k in ("name", "url", "sha256", "size", "extracted")} for r in records]}
     write_json(Path(dataset_dir) / MANIFEST_FILE, manifest)  # only what identifies the files: no timings, so
     return {**manifest, "files": records}                    # a rerun leaves the DVC output's hash unchanged
+
+
+def link_finished(origin: Path, dataset_dir: Path) -> int:
+    """Hard-link into `dataset_dir` every finished file of `origin`, another copy of the same dataset directory,
+    and return how many: a queued experiment's temporary copy of the repository lacks the datasets (DVC keeps
+    them out of its cache, so that they are not stored twice) and would otherwise download them again.
+
+    Finished: every file but transfers in progress (`*.part`, which a resumed download appends to in place) and
+    extraction staging directories; the downloader replaces the others only by renaming, so a linked file is
+    never written through. `fetch_file` then verifies the linked files as present ones (the hash cache comes
+    along, and a link keeps the size and mtime it is keyed by). Where the file system refuses a link the file is
+    copied with its mtime. A file already in `dataset_dir` is left alone; symlinks are recreated as they are.
+    """
+    count = 0
+    for folder, subfolders, files in os.walk(origin):
+        here = Path(folder)
+        target = dataset_dir / here.relative_to(origin)
+        target.mkdir(parents=True, exist_ok=True)
+        links = [d for d in subfolders if (here / d).is_symlink()]  # os.walk lists a linked folder, never enters it
+        subfolders[:] = [d for d in subfolders if d not in links and not _STAGING_DIR.fullmatch(d)]
+        for name in (*files, *links):
+            source, destination = here / name, target / name
+            if name.endswith(PART_SUFFIX) or destination.exists() or destination.is_symlink():
+                continue
+            if source.is_symlink():
+                os.symlink(os.readlink(source), destination)
+                continue
+            try:
+                os.link(source, destination)
+            except OSError:
+                shutil.copy2(source, destination)
+            count += 1
+    return count
 
 
 # ---------------------------------------------------------------------------------------------- checksums

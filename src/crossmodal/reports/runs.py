@@ -36,10 +36,10 @@ from pathlib import Path
 from urllib.parse import quote
 
 from crossmodal import paths
-from crossmodal.config import PAPERS
+from crossmodal.config import PAPERS, origin_root
 from crossmodal.reports.claims import seed_groups
 from crossmodal.reports.tables import load_tables
-from crossmodal.tracking import tracking_root, tracking_uri
+from crossmodal.tracking import tracking_uri
 
 TAGS = ("paper", "table_papers", "table_rows", "seed_group", "seed")  # the tags this module owns
 MAX_TAG = 5000  # as tracking.Run truncates
@@ -108,7 +108,7 @@ def _warn(message: str) -> None:
 
 def tag_runs(cfg, root: Path, uri: str | None = None) -> int:
     """Tag the run of every system and ensemble with a metrics file under `root` (run_tags); returns how many runs
-    changed. `uri`: the tracking store (default: the pipeline's `mlflow.db`, tracking.tracking_root, skipped when it
+    changed. `uri`: the tracking store (default: the pipeline's `mlflow.db`, config.origin_root, skipped when it
     does not exist)."""
     ids: dict[str, str] = {}
     wanted = run_tags(cfg)
@@ -125,7 +125,7 @@ def tag_runs(cfg, root: Path, uri: str | None = None) -> int:
         return 0
     lock = None
     if uri is None:
-        store = tracking_root()
+        store = origin_root()
         if not (store / "mlflow.db").is_file():
             _warn(f"no {store / 'mlflow.db'}: the {len(ids)} runs the metrics files name are not tagged")
             return 0
