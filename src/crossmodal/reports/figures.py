@@ -24,9 +24,9 @@ its version). So an unchanged rerun leaves git and DVC with the same files. Ever
 Since the bytes are such a function, `write_figures` can keep them (`cache`: the index stage's is data/cache/figures/):
 one file per figure, named by the SHA-256 of what draws it (the kind of figure, its curves, seeds and title, the
 source of this module and of everything it imports in the package, the matplotlib, Pillow and NumPy versions). A
-figure whose digest is there is read instead of drawn, which saves about 0.7 s per figure on a 2-core machine (most
-of the index stage's time, which reruns after every trained system). The cache keeps exactly the figures of the last
-call: nothing accumulates, and deleting it only costs the drawing.
+figure whose digest is there is read instead of drawn: the index stage, which reruns after every trained system,
+went from 18.0 to 11.0-12.6 s on the tests' tiny pipeline (15 curves, about 0.4 s each, on a 2-core machine). The
+cache keeps exactly the figures of the last call: nothing accumulates, and deleting it only costs the drawing.
 """
 from __future__ import annotations
 
