@@ -106,6 +106,34 @@ def test_the_cache_gives_the_drawn_bytes_redraws_what_changed_and_keeps_only_the
     assert len(calls) == 4 and len(list(cache.iterdir())) == 4
 
 
+def test_a_shared_cache_is_added_to_without_pruning_and_survives_a_file_pruned_under_it(metrics_dir, tmp_path,
+                                                                                      monkeypatch):
+    """A queued experiment's index shares its repository's cache (stages/index.py): with `prune_cache=False` it
+    keeps the repository's figures beside its own; a figure pruned by another process between the lookup and the
+    read is drawn again, with the same bytes."""
+    cache = tmp_path / "cache"
+    write(metrics_dir, tmp_path / "repository", cache=cache)
+    before = set(cache.iterdir())
+    history = [{**r, "val_CIDEr": r["val_CIDEr"] + 0.1} for r in XE_HISTORY]
+    (metrics_dir / "updown_seed1.json").write_text(json.dumps(metrics(history)))
+    write(metrics_dir, tmp_path / "experiment", cache=cache, prune_cache=False)
+    assert before < set(cache.iterdir()) and len(list(cache.iterdir())) == 6  # two new: its system and overview
+
+    read_bytes = Path.read_bytes
+
+    def pruned_first(path):
+        if path.parent == cache:
+            path.unlink(missing_ok=True)  # another process's prune, just before this read
+        return read_bytes(path)
+
+    monkeypatch.setattr(Path, "read_bytes", pruned_first)
+    got = write(metrics_dir, tmp_path / "raced", cache=cache)["baselines"]
+    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    plain = write(metrics_dir, tmp_path / "plain")["baselines"]
+    assert [p.read_bytes() for p in got] == [p.read_bytes() for p in plain]
+    assert len(list(cache.iterdir())) == 4  # a pruning call keeps only its own
+
+
 def test_a_users_matplotlib_settings_do_not_change_the_bytes(metrics_dir):
     curves = figures.read_curves(metrics_dir / "updown_scst.json")
     plain = figures.system_png(curves)

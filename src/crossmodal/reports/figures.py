@@ -333,8 +333,10 @@ def _png(cache: Path | None, used: set[Path], kind: str, inputs: object, draw) -
     key = json.dumps([_drawing_digest(), kind, inputs], sort_keys=True, default=str)
     path = cache / f"{hashlib.sha256(key.encode()).hexdigest()}.png"
     used.add(path)
-    if path.is_file():
+    try:
         return path.read_bytes()
+    except FileNotFoundError:  # not drawn yet, or pruned just now by another process sharing the cache
+        pass
     data = draw()
     _write_bytes(path, data)
     return data
@@ -367,8 +369,8 @@ def plots_path(plots_dir: Path, system: str) -> Path:
 
 def write_figures(metrics_dir: str | os.PathLike, out_dir: str | os.PathLike, papers: Mapping[str, Sequence[str]],
                   plots_dir: str | os.PathLike | None = None, seeds: Mapping[str, Sequence[str]] | None = None,
-                  titles: Mapping[str, str] | None = None, cache: str | os.PathLike | None = None
-                  ) -> dict[str, list[Path]]:
+                  titles: Mapping[str, str] | None = None, cache: str | os.PathLike | None = None,
+                  prune_cache: bool = True) -> dict[str, list[Path]]:
     """Write every trained system's curve PNG and `dvc plots` file and every paper's overview PNG.
 
     `papers`: {paper: its systems (and ensembles) in table order}; each system's metrics file is
@@ -377,7 +379,8 @@ def write_figures(metrics_dir: str | os.PathLike, out_dir: str | os.PathLike, pa
     {system: its seed group} (claims.seed_groups) to colour seeds alike in the overviews; `titles`: {paper: the
     name its overview shows}. Files of this module's kinds that no longer belong to a system or paper (a removed
     system) are deleted: `out_dir/curves/*.png`, `out_dir/*_curves.png`, `plots_dir/*.json`. `cache`: a folder
-    that keeps the PNGs drawn by this call, and only them, to read instead of drawing next time (the module's doc).
+    that keeps the PNGs drawn by this call, to read instead of drawing next time (the module's doc), and only them
+    unless `prune_cache` is false (a call that shares another's cache adds to it and leaves the pruning to that one).
 
     Returns {paper: [its overview, then each system's curve PNG in `papers` order]}, papers without a trained
     system left out; the `dvc plots` files are `plots_path(plots_dir, system)` of the same systems."""
@@ -408,9 +411,9 @@ def write_figures(metrics_dir: str | os.PathLike, out_dir: str | os.PathLike, pa
     for stale in [*(out_dir / CURVES).glob("*.png"), *out_dir.glob("*_curves.png"), *plots_dir.glob("*.json")]:
         if stale not in keep:
             stale.unlink()
-    for stale in cache.glob("*.png") if cache is not None else ():
+    for stale in cache.glob("*.png") if cache is not None and prune_cache else ():
         if stale not in cached:
-            stale.unlink()
+            stale.unlink(missing_ok=True)
     return written
 
 

@@ -6,13 +6,14 @@ and ensemble with its test scores; then it tags each system's MLflow run with it
 depends on all of them (and on what the attention figures read: the systems' model files, the example image, the
 region features), so `dvc repro` at the root rebuilds every stage of every paper. It keeps the curve PNGs it
 drew in data/cache/figures/ and reads the unchanged ones from there next time (reports/figures.py): after one
-system retrains, it draws that system's curves and its paper's overview only."""
+system retrains, it draws that system's curves and its paper's overview only. A queued experiment's copy reads and
+adds to its repository's cache (config.origin_root), which the repository's own index prunes."""
 from __future__ import annotations
 
 from pathlib import Path
 
 from .. import paths
-from ..config import PAPERS
+from ..config import PAPERS, origin_root
 from ..io import write_text
 from ..reports.claims import CLAIMS, SPREAD, ClaimsPage, build_claims, cross_cpu_spread, objectives, seed_groups
 from ..reports.attention import write_attention_figures
@@ -51,8 +52,9 @@ def figures(cfg, root: Path) -> list[str]:
     and attention figure (reports/attention.py); returns the index's section that lists them."""
     owners = {name: cfg.paper_of(name) for name in cfg.systems()}
     papers = {paper: [n for n, owner in owners.items() if owner == paper] for paper in dict.fromkeys(owners.values())}
+    origin = origin_root()  # a queued experiment's copy shares its repository's cache and leaves it unpruned
     written = write_figures(root / paths.METRICS, root / FIGURES, papers, root / PLOTS, seed_groups(cfg),
-                            STATUS_PAPERS, cache=root / FIGURE_CACHE)
+                            STATUS_PAPERS, cache=origin / FIGURE_CACHE, prune_cache=origin.resolve() == root.resolve())
     attention = write_attention_figures(cfg, root, root / FIGURES, STATUS_PAPERS)
     drawn = {"hoca": [(label, root / path) for label, path in paths.HOCA_FIGURE_FILES.items()
                       if cfg.hoca_figures.full and (root / path).is_file()]}  # the stage hoca_figures draws them
