@@ -42,10 +42,14 @@ CONFIGS = ("default", "threads1", "two_procs", "batch2x", "half_dims")
 
 
 def machine() -> str:
-    """The report's machine line: cores, CPU model, Python."""
+    """The report's machine line: cores, CPU model with ATen's kernel capability (two AMD EPYC machines of this
+    project differ: AVX512 with native bf16, and a Zen 3 with AVX2 only), Python."""
+    import torch
+
     from crossmodal.environment import describe
 
-    return f"{os.cpu_count()} CPUs ({describe()['cpu']}), Python {platform.python_version()}"
+    return (f"{os.cpu_count()} CPUs ({describe()['cpu']}, ATen capability {torch.backends.cpu.get_cpu_capability()}),"
+            f" Python {platform.python_version()}")
 
 
 def derived_params(params: Path, system: str, entry: dict, out: Path) -> tuple[str, Path]:

@@ -16,7 +16,10 @@ For each SCST system (default: `updown_scst`, `aoanet_scst`), from its init's be
     log-probabilities log_softmax(log p / T), so that the gradient is the policy gradient of the distribution
     the samples come from (the model is wrapped for sampling only; the greedy baseline and decoding are as
     before);
-  - `samples16`: 16 samples per image instead of 5, at the same number of images per batch.
+  - `samples16`: 16 samples per image instead of 5, at the same number of images per batch;
+  - `beam5_mean`, `beam5_greedy`: the candidates are the 5 best beams of a beam search (`train.scst_candidates:
+    beam`, `training.scst.beam_candidates`), against the mean of the other beams' rewards (the meshed-memory
+    Transformer's SCST) or the greedy caption's.
 
 Each run is in-process on the workspace's built features and models (`dvc repro` first), 2 threads. Writes
 benchmarks/results/<name>.{json,md} (default scst). Run from an activated .venv:
@@ -42,7 +45,8 @@ VARIANTS = {"default": {}, "no_dropout": {}, "lr_x0.25": {"lr": 0.25}, "lr_x4": 
             "mean_lr_x4": {"baseline": "mean", "lr": 4.0}, "t0.5": {"temperature": 0.5},
             "t0.7": {"temperature": 0.7}, "samples16": {"samples": 16},
             "t0.5_on_policy": {"temperature": 0.5, "on_policy": True},
-            "t0.7_on_policy": {"temperature": 0.7, "on_policy": True}}
+            "t0.7_on_policy": {"temperature": 0.7, "on_policy": True},
+            "beam5_mean": {"candidates": "beam", "baseline": "mean"}, "beam5_greedy": {"candidates": "beam"}}
 
 
 class Tempered(AdjustedSteps):
@@ -91,6 +95,8 @@ def train(system: str, variant: str, epochs: int) -> dict:
         objective.train = dataclasses.replace(objective.train, scst_baseline=knobs["baseline"])
     if "samples" in knobs:
         objective.train = dataclasses.replace(objective.train, samples_per_image=knobs["samples"])
+    if "candidates" in knobs:
+        objective.train = dataclasses.replace(objective.train, scst_candidates=knobs["candidates"])
     if knobs.get("on_policy"):
         def sample_tempered(model, inputs, *args, **kwargs):
             return search.sample_decode(Tempered(model, knobs["temperature"]), inputs, *args, **kwargs)

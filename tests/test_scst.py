@@ -1,16 +1,17 @@
-"""Self-critical training: the token mask, the rewards' baselines and the loss against a direct computation, config
-checks, one update that favours the better caption, and a model that learns a tiny task from CIDEr-D rewards alone."""
+"""Self-critical training: the token mask, the rewards' baselines and the loss against a direct computation, beam
+candidates against the beam search, config checks, one update that favours the better caption (sampled or a beam),
+and a model that learns a tiny task from CIDEr-D rewards alone."""
 import numpy as np
 import pytest
 import torch
 
 from crossmodal.config import Config, build
 from crossmodal.data.inputs import Padded
-from crossmodal.decoding.search import greedy_decode
+from crossmodal.decoding.search import beam_search, greedy_decode
 from crossmodal.io import InputError
 from crossmodal.metrics.cider import CiderD
 from crossmodal.models.updown import UpDown
-from crossmodal.training.scst import advantages, self_critical_batch, self_critical_loss, token_mask
+from crossmodal.training.scst import advantages, beam_candidates, self_critical_batch, self_critical_loss, token_mask
 
 WORDS = ["<pad>", "<bos>", "<eos>", "<unk>", "a", "b", "c", "d"]
 
@@ -85,6 +86,68 @@ def test_one_update_raises_the_probability_of_the_higher_reward_sample(baseline)
     assert after[0] > before[0] and after[1] < before[1], (before, after)
 
 
+def _updown(dropout: float = 0.0, seed: int = 0) -> UpDown:
+    torch.manual_seed(seed)
+    args = UpDown.Args(embed_dim=16, hidden_dim=16, att_hidden_dim=8, dropout=dropout, feature_dropout=dropout)
+    return UpDown(args, len(WORDS), {"regions": 4})
+
+
+def test_beam_candidates_are_the_beams_with_their_teacher_forced_token_logprobs():
+    model = _updown(dropout=0.3)
+    gen = torch.Generator().manual_seed(1)
+    mask = torch.ones(3, 4, dtype=torch.bool)
+    mask[1, 2:] = False  # padded regions are read as the beam search reads them
+    inputs = {"regions": Padded(torch.randn(3, 4, 4, generator=gen), mask)}
+    beams, length = 4, 5
+    model.train()
+    seqs, token_logprobs = beam_candidates(model, inputs, length, beams)
+    assert model.training  # left in the mode it was in
+    searched, scores = beam_search(model.eval(), inputs, beams, length, all_beams=True)
+    assert torch.equal(seqs, searched.reshape(-1, length))  # rows image-major, best beam first
+    assert token_logprobs.shape == (3 * beams, length) and token_logprobs.requires_grad
+    assert (token_logprobs[~token_mask(seqs)] == 0).all()  # nothing after each caption's <eos>
+    _, eval_logprobs = beam_candidates(model, inputs, length, beams)  # in eval mode: the search's own scores
+    torch.testing.assert_close(eval_logprobs.sum(1), scores.reshape(-1), rtol=0, atol=1e-5)
+    for row, seq in enumerate(seqs.tolist()):  # each position: log p(word | prefix), then <eos>, from `step` directly
+        words = [w for w in seq if w] + ([] if all(seq) else [2])
+        state_model = model.encode({"regions": Padded(inputs["regions"].values[row // beams: row // beams + 1],
+                                                      mask[row // beams: row // beams + 1])})
+        state, previous = model.init_state(state_model, 1), torch.tensor([1])
+        for t, word in enumerate(words):
+            logprobs, state = model.step(previous, state, state_model)
+            assert eval_logprobs[row, t].item() == pytest.approx(logprobs[0, word].item(), abs=1e-5)
+            previous = torch.tensor([word])
+
+
+def test_one_beam_update_raises_the_probability_of_the_higher_reward_beam():
+    model = _updown()
+    inputs = {"regions": Padded(torch.randn(1, 2, 4, generator=torch.Generator().manual_seed(0)),
+                                torch.ones(1, 2, dtype=torch.bool))}
+    seqs, _ = beam_search(model.eval(), inputs, 2, 3, all_beams=True)
+    second = " ".join(WORDS[w] for w in seqs[0, 1].tolist() if w)
+    references = [[second, second]]  # the second beam is the references' caption, the first is not
+    cider = CiderD(corpus=references + [["c c", "d d"], ["b d", "c"]])
+
+    def beam_logprobs() -> torch.Tensor:  # of the two captions found before the update
+        lengths = (seqs[0] != 0).sum(1)
+        tokens = torch.nn.functional.pad(seqs[0], (0, 1))
+        tokens[torch.arange(2), lengths] = 2  # <eos>
+        logprobs = model.eval()(inputs, seqs[0], seq_per_img=2).gather(2, tokens.unsqueeze(2)).squeeze(2)
+        return logprobs.masked_fill(torch.arange(4) > lengths.unsqueeze(1), 0.0)[:, :3].sum(1).detach()
+
+    before = beam_logprobs()
+    loss, scores, _ = self_critical_batch(model, inputs, references, cider, WORDS, 2, 3, baseline="mean",
+                                          candidates="beam")
+    assert scores[1] > scores[0]
+    model.zero_grad()
+    loss.backward()
+    with torch.no_grad():
+        for p in model.parameters():
+            p -= 0.1 * p.grad
+    after = beam_logprobs()
+    assert after[1] > before[1] and after[0] < before[0], (before, after)
+
+
 def _config(**systems) -> Config:
     base = {"model": "updown", "vocabulary": "min5"}
     return build(Config, {"vocabularies": {"min5": {}}, "aoanet": {"systems": {"base": base, **systems}}})
@@ -101,11 +164,14 @@ def test_scst_config_must_continue_a_declared_cross_entropy_system():
         _config(x={"objective": "scst", "init": "base", "train": {"samples_per_image": 0}})
     with pytest.raises(InputError, match="scst_baseline: mean needs samples_per_image of at least 2"):
         _config(x={"objective": "scst", "init": "base", "train": {"scst_baseline": "mean", "samples_per_image": 1}})
+    with pytest.raises(InputError, match="scst_candidates must be sample or beam, not 'beams'"):
+        _config(x={"objective": "scst", "init": "base", "train": {"scst_candidates": "beams"}})
     with pytest.raises(InputError, match="scst_baseline must be greedy or mean"):
         _config(x={"objective": "scst", "init": "base", "train": {"scst_baseline": "average"}})
 
 
-def test_model_learns_a_tiny_task_from_cider_rewards_alone():
+@pytest.mark.parametrize("candidates,baseline", [("sample", "greedy"), ("beam", "mean")])
+def test_model_learns_a_tiny_task_from_cider_rewards_alone(candidates, baseline):
     torch.manual_seed(0)
     args = UpDown.Args(embed_dim=16, hidden_dim=16, att_hidden_dim=8, dropout=0.0, feature_dropout=0.0)
     model = UpDown(args, len(WORDS), {"regions": 4})
@@ -119,7 +185,7 @@ def test_model_learns_a_tiny_task_from_cider_rewards_alone():
     first = None
     for _ in range(150):
         loss, sample_scores, greedy_scores = self_critical_batch(model, inputs, references, cider, WORDS, 8, 4,
-                                                                 generator)
+                                                                 generator, baseline=baseline, candidates=candidates)
         assert sample_scores.shape == (16,) and greedy_scores.shape == (2,)
         first = greedy_scores.mean() if first is None else first
         opt.zero_grad()

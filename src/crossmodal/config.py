@@ -439,7 +439,9 @@ class TrainConfig:
     label_smoothing: float = 0.0
     scheduled_sampling: ScheduledSamplingConfig = field(default_factory=ScheduledSamplingConfig)
     decay_start: int = 10  # warmup_step: the first epoch of the decay (BAN: x gamma every step_size epochs from 10)
-    samples_per_image: int = 5  # SCST: multinomial samples per image
+    samples_per_image: int = 5  # SCST: candidate captions per image (samples, or beams: see scst_candidates)
+    scst_candidates: str = "sample"  # SCST: sample (multinomial samples, Rennie et al. and the official codes) |
+    # beam (the best beams of a beam search, the meshed-memory Transformer's SCST; training/scst.py)
     scst_baseline: str = "greedy"  # SCST: what a sample's reward is measured against: greedy (the greedy caption's
     # CIDEr-D, Rennie et al.) | mean (the mean CIDEr-D of the image's other samples, Luo 2020)
 
@@ -448,6 +450,8 @@ class TrainConfig:
             raise ValueError(f"schedule must be one of {', '.join(SCHEDULES)}, not {self.schedule!r}")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, not {self.optimizer!r}")
+        if self.scst_candidates not in ("sample", "beam"):
+            raise ValueError(f"scst_candidates must be sample or beam, not {self.scst_candidates!r}")
         if self.scst_baseline not in ("greedy", "mean"):
             raise ValueError(f"scst_baseline must be greedy or mean, not {self.scst_baseline!r}")
         if self.scst_baseline == "mean" and self.samples_per_image < 2:

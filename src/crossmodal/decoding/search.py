@@ -169,6 +169,7 @@ def beam_search(
     beam_size: int,
     max_length: int,
     length_normalization: bool = False,
+    all_beams: bool = False,
 ) -> tuple[Tensor, Tensor]:
     """Beam search batched over images and beams -> (best seqs LongTensor[B, max_length], scores FloatTensor[B]).
 
@@ -178,7 +179,8 @@ def beam_search(
     extends only with `<pad>` at zero cost, so it competes with live beams by its final score; one that
     reaches max_length is finished there. With `length_normalization` the final choice among the beam
     uses score / length (length counts the words plus the `<eos>` token), the search itself stays on
-    summed log-probabilities.
+    summed log-probabilities. With `all_beams` every final hypothesis comes back, best first:
+    (seqs LongTensor[B, beam, max_length], scores FloatTensor[B, beam]).
     """
     batch, device = _check(model, inputs, max_length)
     if beam_size < 1:
@@ -222,6 +224,9 @@ def beam_search(
             break
 
     final = scores / lengths.clamp(min=1).to(scores.dtype) if length_normalization else scores
+    if all_beams:
+        order = final.argsort(dim=1, descending=True, stable=True)
+        return seqs.gather(1, order.unsqueeze(-1).expand_as(seqs)), final.gather(1, order)
     best = final.argmax(dim=1)
     pick = torch.arange(batch, device=device)
     return seqs[pick, best], final[pick, best]

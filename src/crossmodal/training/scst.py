@@ -1,8 +1,17 @@
 """Self-critical sequence training (Rennie et al., CVPR 2017): REINFORCE with a baseline from the model itself.
 
-Per image, `samples_per_image` captions are drawn by multinomial sampling (train mode, with gradients) and
-one greedy caption is decoded (eval mode, no gradients). The advantage of a sample is its CIDEr-D minus a
-baseline (`train.scst_baseline`):
+Per image, `samples_per_image` candidate captions are drawn and one greedy caption is decoded (eval mode, no
+gradients). The candidates (`train.scst_candidates`) are:
+- `sample`: multinomial samples (train mode, with gradients): Rennie et al. and the official AoANet and X-LAN codes;
+- `beam`: the `samples_per_image` best hypotheses of a beam search (eval mode, no gradients), whose token
+  log-probabilities are then computed teacher-forced in train mode, with gradients (`beam_candidates`): the
+  meshed-memory Transformer's SCST (Cornia et al., CVPR 2020), which searches in train mode instead. A deviation
+  from the captioning papers here, on the synthetic world only (params.yaml `recipes.scst`; their `paper:` blocks
+  sample): the world's multinomial samples score far below the greedy caption (Up-Down: 120 against 196 CIDEr-D
+  on the training batches), and the policy gradient of their expected reward shortened the captions (11.2 to
+  9.1 words) and lowered the greedy and beam-3 validation scores; around the beams it raised beam 3 from 212.5
+  to 261.2 in three epochs (benchmarks/results/scst_beam.md).
+The advantage of a candidate is its CIDEr-D minus a baseline (`train.scst_baseline`):
 - `greedy`: the greedy caption's CIDEr-D (Rennie et al., the official AoANet and X-LAN codes);
 - `mean`: the mean CIDEr-D of the image's other samples (Luo, "A better variant of self-critical sequence
   training", 2020), which centres each image's advantages: here samples score far below the greedy caption,
@@ -27,9 +36,9 @@ from typing import Callable
 import numpy as np
 import torch
 
-from ..data.captions import decode
+from ..data.captions import EOS, decode
 from ..data.inputs import Inputs
-from ..decoding.search import greedy_decode, sample_decode
+from ..decoding.search import beam_search, greedy_decode, sample_decode
 from ..metrics.cider import CiderD
 from ..models.base import Captioner
 
@@ -44,6 +53,27 @@ def token_mask(seqs: torch.Tensor) -> torch.Tensor:
     """[N, L] True for each sampled word and the <eos> after it (none when the caption ran to L words)."""
     lengths = (seqs != 0).sum(1)
     return torch.arange(seqs.size(1), device=seqs.device).unsqueeze(0) <= lengths.unsqueeze(1)
+
+
+def beam_candidates(model: Captioner, inputs: Inputs, max_length: int, beams: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The `beams` best hypotheses of each image's beam search as SCST's candidates -> (seqs LongTensor[B*beams, L],
+    token_logprobs FloatTensor[B*beams, L]) laid out as `sample_decode`'s: rows image-major, best beam first.
+
+    The search runs in eval mode without gradients; the log-probabilities of its words and `<eos>` are then
+    computed teacher-forced in the mode the caller left the model in (train: dropout on), with gradients, 0 after
+    each caption's end. In eval mode their sums are the beam search's scores."""
+    training = model.training
+    model.eval()
+    with torch.no_grad():
+        seqs, _ = beam_search(model, inputs, beams, max_length, all_beams=True)
+    model.train(training)
+    seqs = seqs.reshape(-1, max_length)
+    lengths = (seqs != 0).sum(1)
+    tokens = torch.nn.functional.pad(seqs, (0, 1))  # each caption's words, then <eos> (dropped when cut at L)
+    tokens[torch.arange(len(seqs), device=seqs.device), lengths] = EOS
+    token_logprobs = model(inputs, seqs, seq_per_img=beams).gather(2, tokens.unsqueeze(2)).squeeze(2)
+    after = torch.arange(max_length + 1, device=seqs.device).unsqueeze(0) > lengths.unsqueeze(1)
+    return seqs, token_logprobs.masked_fill(after, 0.0)[:, :max_length]
 
 
 def self_critical_loss(token_logprobs: torch.Tensor, seqs: torch.Tensor, rewards: torch.Tensor,
@@ -68,10 +98,11 @@ def self_critical_batch(model: Captioner, inputs: Inputs, references: list[list[
                         cider: CiderD, words: list[str], samples_per_image: int, max_length: int,
                         generator: torch.Generator | None = None, net: Callable | None = None,
                         share: Callable[[torch.Tensor], torch.Tensor] | None = None, baseline: str = "greedy",
-                        ) -> tuple[torch.Tensor, np.ndarray, np.ndarray]:
-    """Loss of one batch, and the CIDEr-D of its samples [B*n] and greedy captions [B] (one scorer call).
+                        candidates: str = "sample") -> tuple[torch.Tensor, np.ndarray, np.ndarray]:
+    """Loss of one batch, and the CIDEr-D of its candidates [B*n] and greedy captions [B] (one scorer call).
 
-    `references[i]` are image i's references; the model is left in train mode. The sampling runs as
+    `references[i]` are image i's references; the model is left in train mode; `candidates` is `sample` or `beam`
+    (module docstring). The candidates are drawn as
     `net(fn)` = fn(model) when given (the trainer's DDP wrapper, distributed.Forward); `share` as in
     `self_critical_loss`.
     """
@@ -81,12 +112,14 @@ def self_critical_batch(model: Captioner, inputs: Inputs, references: list[list[
     model.train()
 
     def draw(m: Captioner) -> tuple[torch.Tensor, torch.Tensor]:
+        if candidates == "beam":
+            return beam_candidates(m, inputs, max_length, samples_per_image)
         return sample_decode(m, inputs, max_length, samples_per_image, generator=generator)
 
     samples, token_logprobs = draw(model) if net is None else net(draw)
-    candidates = [decode(s, words) for s in samples.tolist()] + [decode(g, words) for g in greedy.tolist()]
+    captions = [decode(s, words) for s in samples.tolist()] + [decode(g, words) for g in greedy.tolist()]
     repeated = [r for r in references for _ in range(samples_per_image)]
-    scores = cider.score(candidates, repeated + list(references))
+    scores = cider.score(captions, repeated + list(references))
     sample_scores, greedy_scores = scores[: len(samples)], scores[len(samples):]
     advantage = advantages(sample_scores, greedy_scores, samples_per_image, baseline)
     advantage = torch.from_numpy(advantage).to(token_logprobs.device, token_logprobs.dtype)
@@ -110,7 +143,7 @@ class Objective:
         loss, sample_scores, greedy_scores = self_critical_batch(
             model, inputs, [self.references[i] for i in rows], self.cider, self.task.words,
             self.train.samples_per_image, self.task.max_length, self.generator, net, share,
-            self.train.scst_baseline)
+            self.train.scst_baseline, self.train.scst_candidates)
         return loss, {"train_loss": (loss.item(), 1.0),  # (sum, count) per rank
                       "train_CIDEr_sample": (float(np.sum(sample_scores)), float(len(sample_scores))),
                       "train_CIDEr_greedy": (float(np.sum(greedy_scores)), float(len(greedy_scores)))}
