@@ -19,7 +19,9 @@ For each SCST system (default: `updown_scst`, `aoanet_scst`), from its init's be
   - `samples16`: 16 samples per image instead of 5, at the same number of images per batch;
   - `beam5_mean`, `beam5_greedy`: the candidates are the 5 best beams of a beam search (`train.scst_candidates:
     beam`, `training.scst.beam_candidates`), against the mean of the other beams' rewards (the meshed-memory
-    Transformer's SCST) or the greedy caption's.
+    Transformer's SCST) or the greedy caption's;
+  - `sample_greedy`: the papers' SCST, multinomial samples against the greedy caption, whatever params.yaml's
+    recipe says (`default` runs the recipe).
 
 Each run is in-process on the workspace's built features and models (`dvc repro` first), 2 threads. Writes
 benchmarks/results/<name>.{json,md} (default scst). Run from an activated .venv:
@@ -46,7 +48,9 @@ VARIANTS = {"default": {}, "no_dropout": {}, "lr_x0.25": {"lr": 0.25}, "lr_x4": 
             "t0.7": {"temperature": 0.7}, "samples16": {"samples": 16},
             "t0.5_on_policy": {"temperature": 0.5, "on_policy": True},
             "t0.7_on_policy": {"temperature": 0.7, "on_policy": True},
-            "beam5_mean": {"candidates": "beam", "baseline": "mean"}, "beam5_greedy": {"candidates": "beam"}}
+            "beam5_mean": {"candidates": "beam", "baseline": "mean"},
+            "beam5_greedy": {"candidates": "beam", "baseline": "greedy"},
+            "sample_greedy": {"candidates": "sample", "baseline": "greedy"}}
 
 
 class Tempered(AdjustedSteps):
