@@ -110,11 +110,11 @@ def test_beam_candidates_are_the_beams_with_their_teacher_forced_token_logprobs(
     torch.testing.assert_close(eval_logprobs.sum(1), scores.reshape(-1), rtol=0, atol=1e-5)
     for row, seq in enumerate(seqs.tolist()):  # each position: log p(word | prefix), then <eos>, from `step` directly
         words = [w for w in seq if w] + ([] if all(seq) else [2])
-        state_model = model.encode({"regions": Padded(inputs["regions"].values[row // beams: row // beams + 1],
+        encoded = model.encode({"regions": Padded(inputs["regions"].values[row // beams: row // beams + 1],
                                                       mask[row // beams: row // beams + 1])})
-        state, previous = model.init_state(state_model, 1), torch.tensor([1])
+        state, previous = model.init_state(encoded, 1), torch.tensor([1])
         for t, word in enumerate(words):
-            logprobs, state = model.step(previous, state, state_model)
+            logprobs, state = model.step(previous, state, encoded)
             assert eval_logprobs[row, t].item() == pytest.approx(logprobs[0, word].item(), abs=1e-5)
             previous = torch.tensor([word])
 
