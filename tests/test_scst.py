@@ -11,6 +11,7 @@ from crossmodal.decoding.search import beam_search, greedy_decode
 from crossmodal.io import InputError
 from crossmodal.metrics.cider import CiderD
 from crossmodal.models.updown import UpDown
+from crossmodal.training.xe import with_eos
 from crossmodal.training.scst import advantages, beam_candidates, self_critical_batch, self_critical_loss, token_mask
 
 WORDS = ["<pad>", "<bos>", "<eos>", "<unk>", "a", "b", "c", "d"]
@@ -129,11 +130,9 @@ def test_one_beam_update_raises_the_probability_of_the_higher_reward_beam():
     cider = CiderD(corpus=references + [["c c", "d d"], ["b d", "c"]])
 
     def beam_logprobs() -> torch.Tensor:  # of the two captions found before the update
-        lengths = (seqs[0] != 0).sum(1)
-        tokens = torch.nn.functional.pad(seqs[0], (0, 1))
-        tokens[torch.arange(2), lengths] = 2  # <eos>
+        tokens, mask = with_eos(seqs[0])
         logprobs = model.eval()(inputs, seqs[0], seq_per_img=2).gather(2, tokens.unsqueeze(2)).squeeze(2)
-        return logprobs.masked_fill(torch.arange(4) > lengths.unsqueeze(1), 0.0)[:, :3].sum(1).detach()
+        return logprobs.masked_fill(~mask, 0.0)[:, :3].sum(1).detach()
 
     before = beam_logprobs()
     loss, scores, _ = self_critical_batch(model, inputs, references, cider, WORDS, 2, 3, baseline="mean",

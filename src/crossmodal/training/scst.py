@@ -36,11 +36,12 @@ from typing import Callable
 import numpy as np
 import torch
 
-from ..data.captions import EOS, decode
+from ..data.captions import decode
 from ..data.inputs import Inputs
 from ..decoding.search import beam_search, greedy_decode, sample_decode
 from ..metrics.cider import CiderD
 from ..models.base import Captioner
+from .xe import with_eos
 
 
 def reference_corpus(labels, words: list[str]) -> list[list[str]]:
@@ -68,12 +69,9 @@ def beam_candidates(model: Captioner, inputs: Inputs, max_length: int, beams: in
         seqs, _ = beam_search(model, inputs, beams, max_length, all_beams=True)
     model.train(training)
     seqs = seqs.reshape(-1, max_length)
-    lengths = (seqs != 0).sum(1)
-    tokens = torch.nn.functional.pad(seqs, (0, 1))  # each caption's words, then <eos> (dropped when cut at L)
-    tokens[torch.arange(len(seqs), device=seqs.device), lengths] = EOS
+    tokens, mask = with_eos(seqs)  # the <eos> after a caption cut at max_length falls in the dropped column
     token_logprobs = model(inputs, seqs, seq_per_img=beams).gather(2, tokens.unsqueeze(2)).squeeze(2)
-    after = torch.arange(max_length + 1, device=seqs.device).unsqueeze(0) > lengths.unsqueeze(1)
-    return seqs, token_logprobs.masked_fill(after, 0.0)[:, :max_length]
+    return seqs, token_logprobs.masked_fill(~mask, 0.0)[:, :max_length]
 
 
 def self_critical_loss(token_logprobs: torch.Tensor, seqs: torch.Tensor, rewards: torch.Tensor,

@@ -26,17 +26,23 @@ def caption_batch(labels: CaptionLabels, rows: np.ndarray, seq_per_img: int) -> 
     return torch.from_numpy(labels.labels[picks.reshape(-1)]).long()
 
 
+def with_eos(targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """targets [N, T] (0-padded words) -> (each row followed by <eos> [N, T+1], mask [N, T+1] True for the words
+    and the one <eos>): what a teacher-forced pass predicts at each position."""
+    n, steps = targets.shape
+    lengths = (targets != PAD).sum(1)
+    full = torch.cat([targets, targets.new_zeros(n, 1)], 1)
+    full[torch.arange(n, device=targets.device), lengths] = EOS
+    return full, torch.arange(steps + 1, device=targets.device).unsqueeze(0) <= lengths.unsqueeze(1)
+
+
 def sequence_loss(logprobs: torch.Tensor, targets: torch.Tensor, smoothing: float,
                   share: Callable[[torch.Tensor], torch.Tensor] | None = None) -> torch.Tensor:
     """Masked token-level cross-entropy of `targets` + <eos>; the mask covers words and the one <eos>.
 
     The summed loss is divided by the number of tokens, or by `share(number of tokens)` (distributed.Context.share).
     """
-    n, steps = targets.shape
-    lengths = (targets != PAD).sum(1)
-    full = torch.cat([targets, targets.new_zeros(n, 1)], 1)
-    full[torch.arange(n, device=targets.device), lengths] = EOS
-    mask = torch.arange(steps + 1, device=targets.device).unsqueeze(0) <= lengths.unsqueeze(1)
+    full, mask = with_eos(targets)
     nll = -logprobs.gather(2, full.unsqueeze(2)).squeeze(2)
     if smoothing > 0:
         nll = (1 - smoothing) * nll - smoothing * logprobs.mean(-1)
