@@ -9,8 +9,11 @@ adaptive bottom-up boxes, padded to 100 and masked), 5 captions of 16 words, a v
 (AoANet's), the paper's batch size in images. A training step is forward + label-smoothed cross-entropy +
 backward + Adam update, median of `--repeats` after one warm-up step. Decoding is beam search (beam 3, up to
 16 words) of 10 images with the model in eval mode, median of `--repeats` after a warm-up, in images/s
-(weights are random, so <eos> is forbidden and every caption has 16 words). Each model runs in its own process so that its peak RSS
-(resident memory, includes Python and torch, ~0.4 GiB) is its own.
+(weights are random, so <eos> is forbidden and every caption has 16 words). With `--scst`, a self-critical step
+too (training/scst.py: 5 candidates per image, rewarded by CIDEr-D against 5 random references, backward and
+Adam), with its candidates sampled (the papers') and from a beam search of 5 (`train.scst_candidates: beam`),
+<eos> forbidden likewise, median of `--repeats` after a warm-up. Each model runs in its own process so that its
+peak RSS (resident memory, includes Python and torch, ~0.4 GiB) is its own.
 """
 from __future__ import annotations
 
@@ -59,7 +62,31 @@ class FullLength(AdjustedSteps):
         return logprobs
 
 
-def measure(name: str, repeats: int, device: str = "cpu", amp: bool = False) -> dict:
+def scst_seconds(model, inputs: dict, images: int, candidates: str, optimizer, repeats: int, dev, amp: bool) -> float:
+    """Median seconds of one self-critical step (module docstring) with `candidates` sample or beam."""
+    import random
+
+    from crossmodal.metrics.cider import CiderD
+    from crossmodal.training.scst import self_critical_batch
+
+    rng = random.Random(0)
+    words = ["<pad>", "<bos>", "<eos>", "<unk>"] + [f"w{i}" for i in range(4, VOCAB)]
+    references = [[" ".join(rng.choices(words[4:], k=WORDS)) for _ in range(CAPTIONS)] for _ in range(images)]
+    cider, generator = CiderD(corpus=references), torch.Generator(dev).manual_seed(0)
+
+    def step() -> None:
+        with on_device.autocast(dev, amp):
+            loss, _, _ = self_critical_batch(model, inputs, references, cider, words, 5, WORDS, generator,
+                                             baseline="mean" if candidates == "beam" else "greedy",
+                                             candidates=candidates)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+
+    return statistics.median([on_device.seconds(step, dev) for _ in range(repeats + 1)][1:])
+
+
+def measure(name: str, repeats: int, device: str = "cpu", amp: bool = False, scst: bool = False) -> dict:
     from types import SimpleNamespace
 
     from crossmodal.data.inputs import Padded
@@ -113,6 +140,12 @@ def measure(name: str, repeats: int, device: str = "cpu", amp: bool = False) -> 
             decode_times.append(seconds)
     seqs = decoded["seqs"]
     decode_seconds = statistics.median(decode_times)
+    extra = {}
+    if scst:
+        # <eos> forbidden in the candidates' and the greedy decoding too (FullLength)
+        model.step = FullLength(SimpleNamespace(INPUTS=model.INPUTS, step=model.step)).step
+        extra = {f"scst_{c}_step_s": round(scst_seconds(model, inputs, images, c, optimizer, repeats, dev, amp), 3)
+                 for c in ("sample", "beam")}
     return {
         "parameters_M": round(sum(p.numel() for p in model.parameters()) / 1e6, 1),
         "batch_images": images,
@@ -121,6 +154,7 @@ def measure(name: str, repeats: int, device: str = "cpu", amp: bool = False) -> 
         "beam3_images_per_s": round(decode_images / decode_seconds, 2),
         "beam3_words": round(float((seqs != 0).sum(1).float().mean()), 1),
         "peak_GiB": round(on_device.peak_gib(dev), 2),
+        **extra,
     }
 
 
@@ -145,6 +179,14 @@ def markdown(report: dict) -> str:
         lines.append(f"| {name} | {source} | {r['parameters_M']} | {r['batch_images']} | "
                      f"{r['train_step_s']} | {r['train_captions_per_s']} | {r['beam3_images_per_s']} | "
                      f"{r['beam3_words']} | {r['peak_GiB']} |")
+    scst = {name: r for name, r in report["models"].items() if "scst_beam_step_s" in r}
+    if scst:
+        lines += ["", "Self-critical step (5 candidates per image, CIDEr-D reward, backward, Adam; the paper's "
+                  "batch), in seconds:", "",
+                  "| model | batch (images) | candidates sampled | from a beam of 5 | ratio |",
+                  "|---|---|---|---|---|"]
+        lines += [f"| {name} | {r['batch_images']} | {r['scst_sample_step_s']} | {r['scst_beam_step_s']} | "
+                  f"{r['scst_beam_step_s'] / r['scst_sample_step_s']:.2f} |" for name, r in scst.items()]
     return "\n".join(lines) + "\n"
 
 
@@ -153,11 +195,12 @@ def main() -> None:
     parser.add_argument("--models", nargs="+", default=list(PAPER_SIZES), choices=list(PAPER_SIZES))
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out-dir", default=str(Path(__file__).parent / "results"))
+    parser.add_argument("--scst", action="store_true", help="also time a self-critical step, sampled and from beams")
     on_device.add_arguments(parser)
     parser.add_argument("--one", help=argparse.SUPPRESS)  # child process: measure one model, print JSON
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(measure(args.one, args.repeats, args.device, args.amp)))
+        print(json.dumps(measure(args.one, args.repeats, args.device, args.amp, args.scst)))
         return
 
     from crossmodal.io import write_json, write_text
@@ -167,7 +210,8 @@ def main() -> None:
     results = json.loads(previous.read_text())["models"] if previous.is_file() else {}
     for name in args.models:
         out = subprocess.run([sys.executable, __file__, "--one", name, "--repeats", str(args.repeats),
-                              *on_device.child_arguments(args)], capture_output=True, text=True)
+                              *(["--scst"] if args.scst else []), *on_device.child_arguments(args)],
+                             capture_output=True, text=True)
         if out.returncode:
             raise SystemExit(f"{name} failed:\n{out.stderr}")
         results[name] = json.loads(out.stdout.strip().splitlines()[-1])
