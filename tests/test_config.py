@@ -59,6 +59,9 @@ def test_repository_params_load():
          "'xlan.systems.s.beam_size': an scst system uses the model of its init"),
         ({"xlan": {"systems": {"a": BASE, "b": {"of": "a", "beam_size": 5}},
                    "ensembles": {"e": {"members": ["a", "b"]}}}}, "'xlan.ensembles.e.members' decode with different"),
+        ({"xlan": {"systems": {"a": {**BASE, "train": {"val_beam": 0}}}}}, "val_beam is a beam width (1: greedy)"),
+        ({"ban": {"systems": {"v": {"task": "vqa", "model": "ban", "train": {"val_beam": 3}}}}},
+         "'ban.systems.v': train.val_beam decodes captions; a vqa system validates by its own metric"),
     ],
 )
 def test_bad_params_name_the_key(data, message):

@@ -193,3 +193,28 @@ def test_model_learns_a_tiny_task_from_cider_rewards_alone(candidates, baseline)
     seqs, _ = greedy_decode(model.eval(), inputs, 4)
     final = cider.score([" ".join(WORDS[i] for i in s if i) for s in seqs.tolist()], references)
     assert first < 1.0 and final.min() > 3.0, (first, final)
+
+
+def test_validation_decodes_with_the_systems_val_beam(monkeypatch):
+    """`train.val_beam` reaches the val split's decoding (1, the default, is greedy: captioning.decode_split), and
+    the validation value is the CIDEr-D of what that decoding gave."""
+    from types import SimpleNamespace
+
+    from crossmodal.tasks import captioning
+
+    beams = []
+
+    def decoded(model, inputs, words, beam_size, max_length, batch_size):
+        beams.append(beam_size)
+        return {1: "a b c", 2: "a c"}
+
+    monkeypatch.setattr(captioning, "decode_split", decoded)
+    monkeypatch.setattr(captioning, "cider_only", lambda predictions, refs: (predictions, refs))
+    for val_beam in (1, 3):
+        task = captioning.Captioning.__new__(captioning.Captioning)
+        task.cfg = SimpleNamespace(evaluation=SimpleNamespace(max_length=16, batch_size=100))
+        task.system = SimpleNamespace(train=SimpleNamespace(val_beam=val_beam))
+        task.data = SimpleNamespace(inputs={"val": None}, refs={"val": {1: ["a b"], 2: ["a c"]}})
+        task.words = WORDS
+        assert task.validate(None) == ({1: "a b c", 2: "a c"}, {1: ["a b"], 2: ["a c"]})
+    assert beams == [1, 3]

@@ -444,6 +444,8 @@ class TrainConfig:
     # beam (the best beams of a beam search, the meshed-memory Transformer's SCST; training/scst.py)
     scst_baseline: str = "greedy"  # SCST: what a sample's reward is measured against: greedy (the greedy caption's
     # CIDEr-D, Rennie et al.) | mean (the mean CIDEr-D of the image's other samples, Luo 2020)
+    val_beam: int = 1  # captioning: the beam that decodes the val split each epoch; 1: greedy, as the official
+    # codes validate; the test's beam scores epochs by the captions the tables score (the meshed-memory Transformer)
 
     def __post_init__(self) -> None:
         if self.schedule not in SCHEDULES:
@@ -454,6 +456,8 @@ class TrainConfig:
             raise ValueError(f"scst_candidates must be sample or beam, not {self.scst_candidates!r}")
         if self.scst_baseline not in ("greedy", "mean"):
             raise ValueError(f"scst_baseline must be greedy or mean, not {self.scst_baseline!r}")
+        if self.val_beam < 1:
+            raise ValueError(f"val_beam is a beam width (1: greedy), at least 1, not {self.val_beam!r}")
         if self.scst_baseline == "mean" and self.samples_per_image < 2:
             raise ValueError("scst_baseline: mean needs samples_per_image of at least 2")
         if self.grad_clip_mode not in ("value", "norm"):
@@ -492,6 +496,8 @@ class SystemConfig:
         if self.beam_size is not None and (self.beam_size < 1 or self.task != "captioning"):
             raise ValueError(f"beam_size is a captioning system's beam width (at least 1), not {self.beam_size!r} "
                              f"on a {self.task} system")
+        if self.train.val_beam != 1 and self.task != "captioning":
+            raise ValueError(f"train.val_beam decodes captions; a {self.task} system validates by its own metric")
         if self.objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, not {self.objective!r}")
         if self.task not in TASKS:

@@ -7,13 +7,14 @@ for images, data/processed/video/<dataset>/<vocabulary>/ for clips), the named i
 feature sets (data/feature_sets.py), and the corpus's val/test references in COCO layout.
 
 Objectives, each a module loaded by name: cross-entropy (`objective: xe`, training/xe.py) and self-critical
-training (`objective: scst`, training/scst.py: per image `samples_per_image` sampled captions rewarded by CIDEr-D
-against the greedy caption).
+training (`objective: scst`, training/scst.py: per image `samples_per_image` candidate captions, sampled or the
+best beams, rewarded by CIDEr-D against a baseline).
 
-Validation metric: CIDEr-D of greedy captions of the val split (`val_CIDEr`). Test: beam search with the chosen
-model; coco-caption metrics; outputs are the results file, the COCO server's submission file and qualitative
-examples (a page, `qualitative.md`, embedding one picture per example: the image with the model's and the reference
-captions). Ensembles (stages/ensemble.py) decode the test split with several trained systems through the same code.
+Validation metric: CIDEr-D of the val split's captions (`val_CIDEr`), greedy unless `train.val_beam` > 1. Test: beam
+search with the chosen model; coco-caption metrics; outputs are the results file, the COCO server's submission file
+and qualitative examples (a page, `qualitative.md`, embedding one picture per example: the image with the model's
+and the reference captions). Ensembles (stages/ensemble.py) decode the test split with several trained systems
+through the same code.
 
 MLflow gets every caption metric ×100 (`SCALE`), as the tables print them: `test_*`, `val_CIDEr`, `best_val_CIDEr`
 and SCST's `train_CIDEr_*`; the metrics files keep pycocoevalcap's 0–1 scale.
@@ -121,7 +122,8 @@ class Captioning(Task):
 
     def validate(self, model) -> float:
         ev = self.cfg.evaluation
-        predictions = decode_split(model, self.data.inputs["val"], self.words, 1, ev.max_length, ev.batch_size)
+        predictions = decode_split(model, self.data.inputs["val"], self.words, self.system.train.val_beam,
+                                   ev.max_length, ev.batch_size)
         return cider_only(predictions, self.data.refs["val"])
 
     def test(self, model) -> dict:
