@@ -55,10 +55,13 @@ def crossmodal(repo: Path, *args: str, check: bool = True) -> subprocess.Complet
     return proc
 
 
-def write_params(repo: Path, name: str, compute: dict, runtime: dict | None = None) -> Path:
+def write_params(repo: Path, name: str, compute: dict, runtime: dict | None = None, edit=None) -> Path:
+    """The repo's params with `compute` and `runtime` merged in and `edit(params)` applied, as `name`."""
     params = yaml.safe_load((repo / "params.yaml").read_text())
     params["compute"] = {**params.get("compute", {}), **compute}
     params["runtime"] = {**params.get("runtime", {}), **(runtime or {})}
+    if edit:
+        edit(params)
     (repo / name).write_text(yaml.safe_dump(params, sort_keys=False))
     return repo / name
 
@@ -117,9 +120,10 @@ def repo(tmp_path_factory) -> Path:
     return repo
 
 
-def train_in_process(repo: Path, name: str, compute: dict | None = None, **runtime) -> tuple[dict, dict, dict]:
+def train_in_process(repo: Path, name: str, compute: dict | None = None, edit=None,
+                     **runtime) -> tuple[dict, dict, dict]:
     """One process, in this interpreter: the final metrics, the (best) weights and the last checkpoint."""
-    cfg = config.load(write_params(repo, "params_single.yaml", compute or {}, runtime))
+    cfg = config.load(write_params(repo, "params_single.yaml", compute or {}, runtime, edit))
     shutil.rmtree(repo / paths.CHECKPOINTS, ignore_errors=True)
     trainer = Trainer(cfg, name, repo, progress=False)
     result = trainer.run()
@@ -363,18 +367,9 @@ def test_more_processes_than_gpus_are_refused_before_launching():
         distributed.launch(ComputeConfig(device="cuda", processes=gpus + 1), ["train", "--system", "x"])
 
 
-def beam_scst_params(repo: Path, compute: dict) -> config.Config:
+def beam_scst(params: dict) -> None:
     """The tiny SCST run with its candidates from a beam search against the other beams' mean (as the SCST recipe)."""
-    params = yaml.safe_load(write_params(repo, "params_single.yaml", compute).read_text())
     params["baselines"]["systems"]["tiny_scst"]["train"].update(scst_candidates="beam", scst_baseline="mean")
-    (repo / "params_beam.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    return config.load(repo / "params_beam.yaml")
-
-
-def train_scst(repo: Path, cfg: config.Config) -> tuple[dict, dict]:
-    shutil.rmtree(repo / paths.CHECKPOINTS, ignore_errors=True)
-    trainer = Trainer(cfg, "tiny_scst", repo, progress=False)
-    return trainer.run(), trainer.model.state_dict()
 
 
 @needs_cuda
@@ -383,14 +378,14 @@ def test_cuda_scst_from_beams_trains_as_the_cpu_does_and_gives_the_same_bits_twi
     init = Trainer(config.load(write_params(repo, "params_single.yaml", cpu_params)), "tiny", repo, progress=False)
     init.run()
     init.save_model()  # the SCST runs' starting weights, trained on the CPU
-    cpu = train_scst(repo, beam_scst_params(repo, cpu_params))
-    gpu = train_scst(repo, beam_scst_params(repo, CUDA))
+    cpu = train_in_process(repo, "tiny_scst", cpu_params, beam_scst)[:2]
+    gpu = train_in_process(repo, "tiny_scst", CUDA, beam_scst)[:2]
     # the same candidates, so the same rewards; the loss's relative tolerance is wider than the XE test's because
     # the mean baseline centres each image's advantages, so the loss is a small sum of cancelling terms (measured
     # on an H200: parameters 6.9e-6 apart, losses 2.25618e-5 against 2.25585e-5)
     assert [r["train_CIDEr_sample"] for r in gpu[0]["history"]] == [r["train_CIDEr_sample"] for r in cpu[0]["history"]]
     assert_trained_alike("CUDA fp32 vs CPU, SCST from beams", gpu, cpu, CUDA_TOLERANCE, 1e-3)
-    first, again = (train_scst(repo, beam_scst_params(repo, CUDA_AUTO)) for _ in range(2))
+    first, again = (train_in_process(repo, "tiny_scst", CUDA_AUTO, beam_scst)[:2] for _ in range(2))
     assert all(torch.equal(first[1][k], again[1][k]) for k in first[1]) and first[0]["history"] == again[0]["history"]
     start = torch.load(repo / paths.MODELS / "tiny" / "model.pt", weights_only=False)["state_dict"]
     assert any(not torch.equal(start[k], first[1][k].cpu()) for k in start)
