@@ -154,6 +154,26 @@ def test_one_switch_turns_every_paper_block_on(tmp_path):
     assert set(real.systems()) == set(synthetic)
 
 
+def test_the_scst_from_beams_recipe_differs_from_scst_only_where_it_says_and_not_at_paper_scale(tmp_path):
+    for profile in ("synthetic", "real"):
+        params = yaml.safe_load((ROOT / "params.yaml").read_text())
+        params["profile"] = profile
+        params["baselines"]["systems"]["updown_beams"] = {"of": "scst_beam", "init": "updown"}
+        path = tmp_path / f"{profile}.yaml"
+        path.write_text(yaml.safe_dump(params))
+        systems = load(path).systems()
+        beams, sampled = systems["updown_beams"], systems["updown_scst"]
+        assert beams.objective == "scst" and beams.init == "updown"
+        changed = {f.name for f in dataclasses.fields(TrainConfig)
+                   if getattr(beams.train, f.name) != getattr(sampled.train, f.name)}
+        if profile == "synthetic":
+            assert changed == {"scst_candidates", "scst_baseline", "lr", "max_epochs", "val_beam"}
+            assert (beams.train.scst_candidates, beams.train.scst_baseline, beams.train.val_beam) == ("beam", "mean", 3)
+            assert (beams.train.lr, beams.train.max_epochs, beams.train.patience) == (8e-5, 30, 2)
+        else:  # the paper block restores the papers' sampled SCST at 2e-5, validated greedily, for 15 fixed epochs
+            assert changed == set() and sampled.train.scst_candidates == "sample" and sampled.train.max_epochs == 15
+
+
 def test_a_paper_block_must_be_a_mapping():
     with pytest.raises(InputError, match="'runtime.paper' must be a mapping"):
         apply_profile({"runtime": {"paper": [1]}}, real=True)
