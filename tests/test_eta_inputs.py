@@ -10,7 +10,7 @@ from crossmodal.config import AttributesConfig
 from crossmodal.data.karpathy import KarpathyImage, KarpathySentence
 from crossmodal.features.attributes import (
     AttributeDetector, average_precision, detection_metrics, detector_words, mil_loss, noisy_or_log, oracle_words,
-    word_labels,
+    train_detector, word_labels,
 )
 from crossmodal.features.backbone import Backbone
 from crossmodal.features.grid import cell_boxes, grid_features
@@ -99,3 +99,43 @@ def test_the_detector_learns_which_images_hold_a_word():
     detector.eval()
     probs = noisy_or_log(detector.cell_logits(images))[0].exp().detach().numpy()
     assert detection_metrics(probs, labels.numpy(), top_k=1)["mAP"] == pytest.approx(1.0)
+
+
+def _patch_world(n: int) -> tuple[list[KarpathyImage], torch.Tensor]:
+    """n images per split: a red patch where the captions say red, a blue one where they say blue."""
+    images, pixels = [], torch.zeros(3 * n, 3, 16, 16, dtype=torch.uint8)
+    for k in range(3 * n):
+        red, blue = k % 2 == 0, k % 3 == 0
+        pixels[k, 0, 2:6, 2:6] = 255 * red
+        pixels[k, 2, 10:14, 10:14] = 255 * blue
+        words = ["red"] * red + ["blue"] * blue + ["shape"]
+        images.append(_image(k, ("train", "val", "test")[k // n], " ".join(["a", *words])))
+    return images, pixels
+
+
+def test_the_detector_stops_by_patience_on_validation_map_and_patience_0_runs_every_epoch(tmp_path):
+    images, pixels = _patch_world(12)
+    vocab = ["<pad>", "<bos>", "<eos>", "<unk>", "a", "red", "blue", "shape"]
+    rows = {im.image_id: k for k, im in enumerate(images)}
+
+    def train(**knobs):
+        torch.manual_seed(0)
+        backbone = Backbone(2, {"color": 2, "size": 2, "texture": 2}, channels=4, feature_dim=8)
+        cfg = AttributesConfig(words=3, exclude="a", top_k=2, hidden_dim=8, batch_size=4, lr=0.03, trunk_lr=0.003,
+                              **knobs)
+        out = {name: tmp_path / f"{name}.h5" for name in ("attributes", "attributes_oracle")}
+        return train_detector(cfg, 2, backbone, lambda items: pixels[[rows[im.image_id] for im in items]], images,
+                              {im.image_id: (16, 16) for im in images}, vocab, out, progress=False)
+
+    stopped = train(epochs=40, patience=2, min_delta=0.001)
+    curve = [h["val_mAP"] for h in stopped["history"]]
+    best = max(range(len(curve)), key=lambda k: (curve[k], -k))
+    assert len(curve) < 40 and stopped["best_epoch"] == best + 1  # the best epoch's model, by validation alone
+    level, last_gain = -1.0, 0
+    for k, value in enumerate(curve):  # the rule written out: a gain beats the last gain's value by > min_delta
+        if value > level + 0.001:
+            level, last_gain = value, k
+    assert len(curve) - 1 - last_gain == 2 and curve[-1] <= max(curve[:-1])  # 2 without a gain, the last no best
+    assert curve[0] < 0.8 < 0.9 < max(curve)  # it learned the colours before it stopped
+    fixed = train(epochs=len(curve) + 1)  # patience 0: every epoch, and the same epochs as the stopped run's
+    assert [h["val_mAP"] for h in fixed["history"][:len(curve)]] == curve and len(fixed["history"]) == len(curve) + 1

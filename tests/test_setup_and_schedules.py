@@ -71,7 +71,7 @@ def _stop_by_loop(curve: list[float], patience: int, min_delta: float) -> int:
 
 @pytest.mark.parametrize("patience, min_delta", [(0, 0.0), (1, 0.0), (3, 0.0), (3, 0.01), (4, 0.02)])
 def test_early_stopping_ends_a_noisy_plateau_as_a_direct_loop_does(patience, min_delta):
-    from crossmodal.training.trainer import EarlyStopping
+    from crossmodal.training.stopping import EarlyStopping
 
     rising = [0.1 * k for k in range(1, 16)]
     plateau = [1.5 + 0.001 * k if k % 3 == 1 else 1.49 for k in range(25)]  # a new best by a hair every 3 epochs
@@ -90,7 +90,7 @@ def test_early_stopping_ends_a_noisy_plateau_as_a_direct_loop_does(patience, min
 
 
 def test_early_stopping_state_round_trips_so_a_resumed_run_stops_at_the_same_epoch():
-    from crossmodal.training.trainer import EarlyStopping
+    from crossmodal.training.stopping import EarlyStopping
 
     rule = EarlyStopping(2, 0.01)
     for epoch, value in enumerate([0.5, 0.8, 0.805], 1):
@@ -103,7 +103,7 @@ def test_early_stopping_state_round_trips_so_a_resumed_run_stops_at_the_same_epo
 
 
 def test_early_stopping_never_ends_a_run_on_a_new_best():
-    from crossmodal.training.trainer import EarlyStopping
+    from crossmodal.training.stopping import EarlyStopping
 
     rule, stopped = EarlyStopping(3, 0.01), None
     curve = [0.5, 0.8, 0.802, 0.804, 0.806, 0.808, 0.807]  # hairline gains after epoch 2, then a dip

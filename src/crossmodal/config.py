@@ -161,7 +161,9 @@ class AttributesConfig:
     exclude: str = ""  # words never used as attributes, space-separated (a list would turn "on" into a boolean)
     top_k: int = 10
     hidden_dim: int = 256
-    epochs: int = 10
+    epochs: int = 10  # the cap when patience > 0
+    patience: int = 0  # epochs without a gain of more than min_delta in validation mAP that end the run; 0: never
+    min_delta: float = 0.0
     batch_size: int = 32
     lr: float = 1e-3
     trunk_lr: float = 1e-4  # the fine-tuned backbone trunk's learning rate
@@ -169,6 +171,8 @@ class AttributesConfig:
     def __post_init__(self) -> None:
         if min(self.words, self.top_k, self.hidden_dim, self.epochs, self.batch_size) < 1:
             raise ValueError("words, top_k, hidden_dim, epochs and batch_size must be >= 1")
+        if self.patience < 0 or self.min_delta < 0:
+            raise ValueError("patience and min_delta must be >= 0")
 
 
 @dataclass(frozen=True)

@@ -23,10 +23,12 @@ Vocabulary: the `words` (K) most frequent words of the training captions (tokeni
 `vocabulary` is) that are in that vocabulary and not in `exclude`; ties by word. Fang et al. keep K = 1000 on
 COCO; the synthetic world has fewer words, so K is sized for it in params.yaml.
 
-Training: Adam, `epochs` epochs, the epoch with the best validation mAP kept (test is never looked at while
-training). Evaluation on test: precision@k (the mean over images of the share of the `top_k` detected words that
-occur in the image's captions) and mAP (the mean over words with a positive test image of the average precision
-of ranking the test images by P^w).
+Training: Adam, at most `epochs` epochs, the epoch with the best validation mAP kept (test is never looked at while
+training); with `patience` > 0 the run ends by the trainer's early-stopping rule (training/stopping.py) on
+validation mAP: `patience` epochs without a gain of more than `min_delta`, never on a new best. Patience 0 runs
+every epoch, as Fang et al.'s fixed schedule. Evaluation on test: precision@k (the mean over images of the share
+of the `top_k` detected words that occur in the image's captions) and mAP (the mean over words with a positive
+test image of the average precision of ranking the test images by P^w).
 
 Outputs, two feature sets in the region layout (data/regions.py), one row per attribute, (word id in the caption
 vocabulary, probability), each with the whole image as its box:
@@ -55,6 +57,7 @@ from ..data.captions import sentence_tokens
 from ..data.karpathy import KarpathyImage
 from ..data.regions import write_region_file
 from ..io import InputError
+from ..training.stopping import EarlyStopping
 from .grid import grid_features
 
 EVAL_BATCH = 128
@@ -187,6 +190,7 @@ def train_detector(cfg: AttributesConfig, grid_size: int, backbone: nn.Module,
     optimizer = torch.optim.Adam([{"params": model.backbone.parameters(), "lr": cfg.trunk_lr},
                                   {"params": head, "lr": cfg.lr}])
     n, history, best = len(images["train"]), [], (-1.0, None, 0)
+    stopping = EarlyStopping(cfg.patience, cfg.min_delta)
     for epoch in tqdm(range(1, cfg.epochs + 1), desc="attributes", disable=not progress, leave=False):
         model.train()
         order, total = torch.randperm(n, generator=gen), 0.0
@@ -203,6 +207,9 @@ def train_detector(cfg: AttributesConfig, grid_size: int, backbone: nn.Module,
         log(history[-1], epoch)
         if val["mAP"] > best[0]:
             best = (val["mAP"], {k: v.clone() for k, v in model.state_dict().items()}, epoch)
+        stopping.update(val["mAP"], epoch)
+        if stopping.spent(epoch):
+            break
     model.load_state_dict(best[1])
     probs = {s: predict(model, images[s]) for s in splits}
     test = detection_metrics(probs["test"], labels["test"].numpy(), cfg.top_k)

@@ -32,7 +32,6 @@ import importlib
 import json
 import random
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -47,6 +46,7 @@ from ..models.registry import load_state, read_model_file
 from ..tasks.base import Task
 from . import distributed
 from .schedules import base_lr, make_scheduler
+from .stopping import EarlyStopping
 
 # 2: RNG states as tensors and plain numbers (`rng_states`); a checkpoint of format 1 held numpy's ndarray, which
 # `weights_only` refuses, so the format keys the fingerprint and an old checkpoint is never picked up
@@ -112,36 +112,6 @@ def make_task(cfg: Config, name: str, root: Path, dist) -> Task:
     stage's code closure holds only its own task."""
     module = importlib.import_module(f"crossmodal.tasks.{cfg.systems()[name].task}")
     return module.TASK(cfg, name, root, dist)
-
-
-@dataclass
-class EarlyStopping:
-    """The early-stopping rule (module docstring): `epoch` is the last epoch whose validation value beat the best
-    before it by more than `min_delta`, `value` that best; `top_epoch` the epoch of the best value by any margin."""
-
-    patience: int
-    min_delta: float
-    value: float = -float("inf")
-    epoch: int = 0
-    top: float = -float("inf")
-    top_epoch: int = 0
-
-    def update(self, value: float, epoch: int) -> None:
-        if value > self.value + self.min_delta:
-            self.value, self.epoch = value, epoch
-        if value > self.top:
-            self.top, self.top_epoch = value, epoch
-
-    def spent(self, epochs_done: int) -> bool:
-        """Whether the run ends after `epochs_done` epochs: `patience` of them since `epoch`, the last not a new best."""
-        return self.patience > 0 and epochs_done - self.epoch >= self.patience and epochs_done != self.top_epoch
-
-    def state(self) -> dict:
-        return {"value": self.value, "epoch": self.epoch, "top": self.top, "top_epoch": self.top_epoch}
-
-    def load(self, state: dict) -> None:
-        self.value, self.epoch, self.top, self.top_epoch = (state["value"], state["epoch"], state["top"],
-                                                            state["top_epoch"])
 
 
 class Trainer:
