@@ -48,7 +48,7 @@ def _closure_files(repo: Path, stage: dict) -> dict[str, str]:
 def test_every_stage_depends_on_exactly_the_code_it_runs(tiny_build):
     """The import trace of each stage process against the code its stage depends on (its closure's file, which
     lists each file with its MD5): nothing missing, and nothing listed that the stage never imports (but the real
-    profile's readers). The `code` stage depends on the files it lists and those it runs, no other."""
+    profile's readers). The `code` stage depends on the files it lists and those it runs, and on params.yaml."""
     repo = tiny_build.repo  # the traces name its files (only read here)
     by_cmd, checked, listed, ran_by_cmd = stages(repo), set(), set(), {}
     for trace in tiny_build.traces.glob("*.json"):
@@ -78,7 +78,7 @@ def test_every_stage_depends_on_exactly_the_code_it_runs(tiny_build):
         assert code - ran == REAL_PROFILE_ONLY.get(cmd.split()[3], set()), f"{stage['name']}: {sorted(code - ran)}"
     assert checked == set(by_cmd)  # every stage ran once and was checked
     stage, ran = code_stage
-    assert set(stage["deps"]) == listed | ran
+    assert set(stage["deps"]) == listed | ran | {"params.yaml"}
     assert run(repo, sys.executable, "-m", "crossmodal", "pipelines", "--check").returncode == 0
 
 

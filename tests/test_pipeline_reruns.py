@@ -23,15 +23,15 @@ TABLES = ["pipelines/aoanet/dvc.yaml:tables", "index", "pipelines/xlan/dvc.yaml:
 
 def test_a_new_model_file_and_the_runtime_params_rerun_nothing(repo):
     """No stage imports a model it does not train, and `runtime` (threads, progress bars, lazy reading, loader
-    workers) is no stage's dependency: the `params` stage, which reads params.yaml whole, writes every values file
-    as it was."""
+    workers) is no stage's dependency: `code` and `params`, which depend on params.yaml as a file, rerun, write
+    every closure and values file as it was, and nothing after them runs."""
     new_model = repo / "src/crossmodal/models/newmodel.py"
     new_model.write_text("from .updown import UpDown\n\nMODEL = UpDown\n")
     set_params(repo, {"runtime": {"threads": 2, "progress": False, "lazy_features": True, "loader_workers": 1}})
     values = {p: p.read_bytes() for p in (repo / "data/params").rglob("*.json")}
     try:
-        assert _stages_changed(run(repo, "dvc", "status").stdout) == ["params"]
-        assert stages_run(run(repo, "dvc", "repro").stdout) == ["params"]
+        assert _stages_changed(run(repo, "dvc", "status").stdout) == ["code", "params"]
+        assert stages_run(run(repo, "dvc", "repro").stdout) == ["code", "params"]
         assert {p: p.read_bytes() for p in (repo / "data/params").rglob("*.json")} == values
     finally:
         new_model.unlink()

@@ -29,6 +29,7 @@ from . import closures, manifests, paths
 from .config import PAPERS, VIDEO_DATASETS, VIDEO_MODALITIES, Config
 from .io import InputError, write_text
 
+PARAMS_FILE = "params.yaml"  # the params file, which DVC reads by default
 HEADER = ("# Written by `python -m crossmodal pipelines` from params.yaml and the code's imports: do not edit by hand.\n"
           "# {what}\n")
 ATTRIBUTE_SETS = ("attributes", "attributes_oracle")  # the feature sets stage train_attributes writes
@@ -43,28 +44,24 @@ def stage_code(stage_module: str, *by_name: str) -> list[Path]:
     return [paths.code(closures.key(stage_module, *by_name))]
 
 
-def code_stage(cfg: Config, stage_files: list[dict]) -> dict:
+def code_stage(stage_files: list[dict]) -> dict:
     """The `code` stage: every closure the other stages depend on, and the source files those closures hold
-    (and its own)."""
+    (and its own). It also depends on params.yaml, since a system, ensemble or table added, removed or derived
+    differently changes what the stage files must list: it checks them first (a second), so a change that needs
+    `python -m crossmodal pipelines` stops the repro instead of leaving a stale result."""
     keys = sorted({Path(d).stem for stages in stage_files for stage in stages.values() for d in stage["deps"]
                    if Path(d).parent == paths.CODE})
     sources = sorted({f for k in [*keys, "code"] for f in closures.closure(closures.roots(k))})
-    return _stage(f"python -m crossmodal code --closures {','.join(keys)}", entry_sections(cfg), sources,
+    return _stage(f"python -m crossmodal code --closures {','.join(keys)}", [], [PARAMS_FILE, *sources],
                   [str(paths.CODE)])
 
 
 def params_stage() -> dict:
-    """The `params` stage: it tracks params.yaml whole (one read per `dvc repro`, and `dvc params diff` shows every
-    key) and writes each other stage's values file, the values of exactly the key paths that stage reads."""
-    return _stage("python -m crossmodal params", [{"params.yaml": None}], stage_code("params"), [str(paths.PARAMS)])
-
-
-def entry_sections(cfg: Config) -> list[str]:
-    """The params whose change can change what the stage files must list: the profile (whose `paper:` blocks
-    apply) and every section of entries. The `code` stage depends on them and checks the stage files (a second),
-    so a change that needs `python -m crossmodal pipelines` stops the repro instead of leaving a stale result."""
-    return ["profile", *(["recipes"] if cfg.recipes else []),
-            *(p for p in PAPERS if cfg.paper(p).systems or cfg.paper(p).recipes)]
+    """The `params` stage: it writes each other stage's values file, the values of exactly the key paths that
+    stage reads. It and `code` depend on params.yaml as a file (its checksum), not on its keys, which DVC would copy
+    into dvc.lock (3,000 of its 4,000 lines, parsed and rewritten after every stage that dvc.yaml runs); the
+    top-level `params:` of dvc.yaml still makes `dvc params diff` and `dvc exp show` show every key."""
+    return _stage("python -m crossmodal params", [], [PARAMS_FILE, *stage_code("params")], [str(paths.PARAMS)])
 
 
 # ------------------------------------------------------------------------------------------------ stages
@@ -408,8 +405,9 @@ def tables_stage(cfg: Config, paper: str) -> dict:
 # ------------------------------------------------------------------------------------------------ files
 
 
-def render(stages: dict, what: str, plots: list | None = None) -> str:
-    body = yaml.safe_dump({"stages": stages, **({"plots": plots} if plots else {})}, sort_keys=False, width=120,
+def render(stages: dict, what: str, plots: list | None = None, params: list | None = None) -> str:
+    body = yaml.safe_dump({**({"params": params} if params else {}), "stages": stages,
+                           **({"plots": plots} if plots else {})}, sort_keys=False, width=120,
                           default_flow_style=False)
     return HEADER.format(what=what) + body
 
@@ -419,7 +417,7 @@ def _stage_sets(cfg: Config) -> tuple[dict, dict[str, dict]]:
     papers = {paper: stages for paper in PAPERS if (stages := paper_stages(cfg, paper))}
     spine = spine_stages(cfg)
     spine = {"params": params_stage(), **spine}
-    return {"code": code_stage(cfg, [spine, *papers.values()]), **spine}, papers
+    return {"code": code_stage([spine, *papers.values()]), **spine}, papers
 
 
 def _param_values_files(spine: dict, papers: dict[str, dict]) -> dict[Path, list[str]]:
@@ -451,7 +449,8 @@ def expected_files(cfg: Config) -> dict[Path, str]:
                for paper in PAPERS}  # the captioners' curves (reports/figures.py: `dvc plots` draws val_CIDEr)
     files = {Path("dvc.yaml"): render(spine, "Shared stages (code closures, params values, data, features, "
                                              "reference points) and the index of every paper's tables; `dvc plots "
-                                             "show` draws the training curves.", dvc_plot_definitions(trained))}
+                                             "show` draws the training curves.", dvc_plot_definitions(trained),
+                                       [PARAMS_FILE])}
     for paper, stages in papers.items():
         files[pipeline_file(paper)] = render(stages, f"The {paper} section of params.yaml: its systems, "
                                                      "ensembles and tables (stage paths relative to the root).")

@@ -4,9 +4,9 @@
 Every other stage depends on its file instead of listing params keys for DVC: DVC reads params.yaml once, here,
 instead of once per stage with a walk of the whole file for each of ~1,200 key paths, and a no-op `dvc repro` stays
 within its budget. The reruns are the same: a change rewrites the files of the stages that read the changed key and
-no other, and DVC reruns exactly the stages whose file changed. This stage tracks params.yaml whole, so `dvc params
-diff` and `dvc exp show` show every key; `dvc status` names this stage only, and `dvc repro params` then shows which
-stages a change reaches.
+no other, and DVC reruns exactly the stages whose file changed. This stage depends on params.yaml as a file
+(pipelines.params_stage; `dvc params diff` and `dvc exp show` show every key through dvc.yaml's top-level
+`params`); `dvc status` names it and `code` only, and `dvc repro params` then shows which stages a change reaches.
 """
 from __future__ import annotations
 
