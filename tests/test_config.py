@@ -62,6 +62,10 @@ def test_repository_params_load():
         ({"xlan": {"systems": {"a": {**BASE, "train": {"val_beam": 0}}}}}, "val_beam is a beam width (1: greedy)"),
         ({"ban": {"systems": {"v": {"task": "vqa", "model": "ban", "train": {"val_beam": 3}}}}},
          "'ban.systems.v': train.val_beam decodes captions; a vqa system validates by its own metric"),
+        ({"xlan": {"systems": {"a": {**BASE, "train": {"caption_rows": "twice"}}}}},
+         "caption_rows must be repeat or once, not 'twice'"),
+        ({"xlan": {"systems": {"a": BASE, "s": {"objective": "scst", "init": "a", "train": {"caption_rows": "once"}}}}},
+         "'xlan.systems.s': train.caption_rows chooses cross-entropy captioning's rows, not a captioning scst"),
     ],
 )
 def test_bad_params_name_the_key(data, message):

@@ -28,7 +28,7 @@ from crossmodal.io import InputError
 from crossmodal.training import distributed
 from crossmodal.training.scst import self_critical_loss
 from crossmodal.training.trainer import Trainer
-from crossmodal.training.xe import caption_batch, sequence_loss
+from crossmodal.training.xe import Objective, caption_batch, caption_rows_once, sequence_loss, with_eos
 
 ROOT = Path(__file__).resolve().parents[1]
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (run on a GPU machine)")
@@ -254,6 +254,61 @@ def test_caption_batch_repeats_references_and_takes_empty_shares():
                            np.array([3, 4]))
     assert caption_batch(labels, np.array([1, 0]), 2).tolist() == [[9, 10, 11], [9, 10, 11], [0, 1, 2], [3, 4, 5]]
     assert caption_batch(labels, np.array([], dtype=np.int64), 2).shape == (0, 3)
+
+
+def test_caption_rows_once_takes_each_reference_once_image_by_image():
+    from crossmodal.data.captions import CaptionLabels
+
+    labels = CaptionLabels(np.array([7, 8]), np.arange(12, dtype=np.int32).reshape(4, 3), np.array([0, 3]),
+                           np.array([3, 4]))
+    targets, counts = caption_rows_once(labels, np.array([1, 0]))
+    assert targets.tolist() == [[9, 10, 11], [0, 1, 2], [3, 4, 5], [6, 7, 8]] and counts.tolist() == [1, 3]
+    empty, none = caption_rows_once(labels, np.array([], dtype=np.int64))
+    assert empty.shape == (0, 3) and none.tolist() == []
+
+
+def _captioners():
+    from crossmodal.models.att2in import Att2in
+    from crossmodal.models.transformer import Transformer, TransformerArgs
+
+    torch.manual_seed(0)
+    yield Att2in(Att2in.Args(embed_dim=8, hidden_dim=8, att_hidden_dim=8, dropout=0.0, feature_dropout=0.0), 9,
+                 {"regions": 4})  # the shared step loop (models/base.py)
+    yield Transformer(TransformerArgs(dim=8, heads=2, encoder_layers=1, decoder_layers=1, ffn_dim=16, dropout=0.0),
+                      9, {"regions": 4})  # its own parallel forward
+
+
+@pytest.mark.parametrize("model", list(_captioners()), ids=["att2in", "transformer"])
+def test_caption_rows_once_is_the_cross_entropy_of_each_reference_once(model):
+    """`train.caption_rows: once`: the objective's loss is the token mean of -log p over every reference of every
+    image once, each image's rows decoded from its own inputs: a loop over the images and their references."""
+    from crossmodal.data.captions import CaptionLabels
+    from crossmodal.data.inputs import Padded
+
+    g = torch.Generator().manual_seed(1)
+    counts = [3, 1, 2]
+    refs = torch.randint(4, 9, (sum(counts), 4), generator=g)
+    refs[1, 2:] = 0  # shorter captions, 0-padded
+    refs[4, 3:] = 0
+    ends = np.cumsum(counts)
+    labels = CaptionLabels(np.arange(3), refs.numpy().astype(np.int32), ends - counts, ends)
+    inputs = {"regions": Padded(torch.randn(3, 5, 4, generator=g), torch.tensor([[1] * 5, [1] * 3 + [0] * 2, [1] * 5],
+                                                                                 dtype=torch.bool))}
+    task = type("Task", (), {"train_labels": labels, "device": torch.device("cpu"),
+                             "system": type("System", (), {"train": config.TrainConfig(caption_rows="once")})})
+    objective = Objective(task)
+    objective.start_epoch(1)
+    model.eval()
+    loss, _ = objective.loss(lambda f: f(model), model, np.arange(3), inputs, None)
+    total, tokens = 0.0, 0
+    for i in range(3):
+        one = {"regions": Padded(inputs["regions"].values[i:i + 1], inputs["regions"].mask[i:i + 1])}
+        for r in range(ends[i] - counts[i], ends[i]):
+            full, mask = with_eos(refs[r:r + 1])
+            logprobs = model(one, refs[r:r + 1], 1)
+            total += -(logprobs.gather(2, full.unsqueeze(2)).squeeze(2) * mask).sum().item()
+            tokens += int(mask.sum())
+    assert loss.item() == pytest.approx(total / tokens, rel=1e-5)
 
 
 def test_device_choice_and_the_cpu_only_checks():

@@ -450,6 +450,9 @@ class TrainConfig:
     # CIDEr-D, Rennie et al.) | mean (the mean CIDEr-D of the image's other samples, Luo 2020)
     val_beam: int = 1  # captioning: the beam that decodes the val split each epoch; 1: greedy, as the official
     # codes validate; the test's beam scores epochs by the captions the tables score (the meshed-memory Transformer)
+    caption_rows: str = "repeat"  # cross-entropy captioning: repeat (every item gives as many caption rows as the
+    # item with the most references, its own in turn, as the official codes) | once (each reference once: an item
+    # gives as many rows as it has references: MSVD's clips have some 40 each, unevenly)
 
     def __post_init__(self) -> None:
         if self.schedule not in SCHEDULES:
@@ -460,6 +463,8 @@ class TrainConfig:
             raise ValueError(f"scst_candidates must be sample or beam, not {self.scst_candidates!r}")
         if self.scst_baseline not in ("greedy", "mean"):
             raise ValueError(f"scst_baseline must be greedy or mean, not {self.scst_baseline!r}")
+        if self.caption_rows not in ("repeat", "once"):
+            raise ValueError(f"caption_rows must be repeat or once, not {self.caption_rows!r}")
         if self.val_beam < 1:
             raise ValueError(f"val_beam is a beam width (1: greedy), at least 1, not {self.val_beam!r}")
         if self.scst_baseline == "mean" and self.samples_per_image < 2:
@@ -502,6 +507,9 @@ class SystemConfig:
                              f"on a {self.task} system")
         if self.train.val_beam != 1 and self.task != "captioning":
             raise ValueError(f"train.val_beam decodes captions; a {self.task} system validates by its own metric")
+        if self.train.caption_rows != "repeat" and (self.task != "captioning" or self.objective != "xe"):
+            raise ValueError(f"train.caption_rows chooses cross-entropy captioning's rows, not a {self.task} "
+                             f"{self.objective} system's")
         if self.objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, not {self.objective!r}")
         if self.task not in TASKS:

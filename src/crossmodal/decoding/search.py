@@ -62,8 +62,11 @@ def map_tensors(fn: Callable[[Tensor], Tensor], obj: Any) -> Any:
     return obj
 
 
-def repeat_rows(obj: Any, n: int) -> Any:
-    """Repeat every row `n` times, copies contiguous (row i -> rows i*n .. i*n+n-1)."""
+def repeat_rows(obj: Any, n: int | Tensor) -> Any:
+    """Repeat every row `n` times, copies contiguous (row i -> rows i*n .. i*n+n-1); `n` a tensor of counts [B]:
+    row i `n[i]` times."""
+    if isinstance(n, Tensor):
+        return map_tensors(lambda t: t.repeat_interleave(n.to(t.device), dim=0), obj)
     if n == 1:
         return obj
     return map_tensors(lambda t: t.repeat_interleave(n, dim=0), obj)

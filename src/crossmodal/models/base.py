@@ -40,16 +40,19 @@ class Captioner(nn.Module, abc.ABC):
     def step(self, words: torch.Tensor, state: Any, encoded: Any) -> tuple[torch.Tensor, Any]:
         """Log-probabilities [B, V] of the next word given the current one, and the new state."""
 
-    def _encode_rows(self, inputs: Inputs, seq_per_img: int) -> Any:
-        """`encode` of the checked inputs, each image's rows repeated `seq_per_img` times (one per caption)."""
+    def _encode_rows(self, inputs: Inputs, seq_per_img: int | torch.Tensor) -> Any:
+        """`encode` of the checked inputs, each image's rows repeated `seq_per_img` times (one per caption; a tensor
+        [B]: image i's `seq_per_img[i]` times)."""
         check_inputs(inputs, self.INPUTS)
         return repeat_rows(self.encode(inputs), seq_per_img)
 
-    def forward(self, inputs: Inputs, targets, seq_per_img: int = 1, ss_prob: float = 0.0, generator=None):
+    def forward(self, inputs: Inputs, targets, seq_per_img: int | torch.Tensor = 1, ss_prob: float = 0.0,
+                generator=None):
         """Teacher-forced log-probabilities [B*seq_per_img, T+1, V] for predicting targets followed by <eos>.
 
-        inputs: the batch's named inputs (B images); targets [B*seq_per_img, T] are word ids (0-padded); the
-        input at t is <bos> then targets[:, t-1].
+        inputs: the batch's named inputs (B images); targets [B*seq_per_img, T] are word ids (0-padded), each
+        image's rows together (`seq_per_img` a tensor [B]: image i has seq_per_img[i] rows); the input at t is
+        <bos> then targets[:, t-1].
         With scheduled sampling (ss_prob > 0) each input word is replaced, with that probability, by a word
         sampled from the model's own previous distribution (Bengio et al. 2015, as in the official codes).
         """

@@ -1,9 +1,13 @@
 """The cross-entropy objective of the captioning task (`objective: xe`; tasks/captioning.py loads it by name).
 
 Recipe (the Up-Down / X-LAN / AoANet codes): every reference caption of an image is a training sequence
-(`seq_per_img` = references per image, inputs encoded once per image); optional label smoothing and scheduled
-sampling (Bengio et al. 2015: an input word replaced, with a probability rising over epochs, by a word sampled
-from the model's previous distribution).
+(`seq_per_img` = references per image, inputs encoded once per image). With `train.caption_rows: repeat` (the
+official codes) every image gives as many rows as the image with the most references, its own repeated in turn;
+with `once` each reference is one row, so an item with fewer references gives fewer rows (MSVD's clips have some
+40 captions each, unevenly; the MSVD-like world's 15-30): a clip with half the most references has none computed
+twice, and a reference weighs the same in the loss whatever its clip's count. Optional label smoothing and
+scheduled sampling (Bengio et al. 2015: an input word replaced, with a probability rising over epochs, by a word
+sampled from the model's previous distribution).
 """
 from __future__ import annotations
 
@@ -24,6 +28,15 @@ def caption_batch(labels: CaptionLabels, rows: np.ndarray, seq_per_img: int) -> 
         raise InputError(f"image {labels.image_ids[rows][counts == 0][0]} has no reference captions")
     picks = start[:, None] + np.arange(seq_per_img)[None, :] % counts[:, None]
     return torch.from_numpy(labels.labels[picks.reshape(-1)]).long()
+
+
+def caption_rows_once(labels: CaptionLabels, rows: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    """(targets [sum of counts, T], counts [len(rows)]): every reference of each image once, image by image."""
+    start, counts = labels.start[rows], labels.end[rows] - labels.start[rows]
+    if np.any(counts == 0):
+        raise InputError(f"image {labels.image_ids[rows][counts == 0][0]} has no reference captions")
+    picks = np.concatenate([np.zeros(0, np.int64), *(np.arange(s, s + c) for s, c in zip(start, counts))])
+    return torch.from_numpy(labels.labels[picks]).long(), torch.from_numpy(counts.astype(np.int64))
 
 
 def with_eos(targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -61,7 +74,12 @@ class Objective:
         self.ss_prob = scheduled_sampling_prob(self.train, epoch)
 
     def loss(self, net, model, rows, inputs, share):
-        targets = caption_batch(self.task.train_labels, rows, self.seq_per_img).to(self.task.device)
-        logprobs = net(lambda m: m(inputs, targets, self.seq_per_img, self.ss_prob))
+        if self.train.caption_rows == "once":
+            targets, per_image = caption_rows_once(self.task.train_labels, rows)
+            targets = targets.to(self.task.device)
+        else:
+            targets = caption_batch(self.task.train_labels, rows, self.seq_per_img).to(self.task.device)
+            per_image = self.seq_per_img
+        logprobs = net(lambda m: m(inputs, targets, per_image, self.ss_prob))
         loss = sequence_loss(logprobs, targets, self.train.label_smoothing, share)
         return loss, {"train_loss": (loss.item(), 1.0)}  # summed over ranks: (world x the batch's loss, world)
