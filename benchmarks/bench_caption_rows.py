@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import platform
 import statistics
 import sys
 import time
@@ -27,6 +26,7 @@ import numpy as np
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 WORDS, VOCAB = 9, 60
 
 
@@ -74,9 +74,11 @@ def measure(system: str, steps: int, repeats: int) -> dict:
             optimizer.step()
             rows += int(counts[k * batch:(k + 1) * batch].sum()) if setting == "once" else batch * objective.seq_per_img
         results.setdefault(setting, []).append(((time.perf_counter() - start) / steps, rows / steps))
+    from bench_budget import machine
+
     report = {"system": system, "batch": batch, "captions_per_clip": [int(low), int(high)], "steps": steps,
               "repeats": repeats, "threads": torch.get_num_threads(), "torch": torch.__version__,
-              "cpu": platform.processor() or platform.machine(), "python": platform.python_version()}
+              "machine": machine(), "date": time.strftime("%Y-%m-%d")}
     for setting, runs in results.items():
         timed = runs[1:]  # the first run of each setting warms up
         report[setting] = {"seconds_per_step": statistics.median(t for t, _ in timed), "rows_per_step": timed[0][1]}
@@ -89,8 +91,8 @@ def markdown(r: dict) -> str:
         "# Cross-entropy steps: `train.caption_rows` repeat against once", "",
         f"System `{r['system']}` at the default sizes, batch {r['batch']} clips of {r['captions_per_clip'][0]}-"
         f"{r['captions_per_clip'][1]} captions (the MSVD-like world's), {r['steps']} steps per run, median of "
-        f"{r['repeats']} runs after a warm-up, alternating; torch {r['torch']}, {r['threads']} threads, Python "
-        f"{r['python']} (benchmarks/bench_caption_rows.py).", "",
+        f"{r['repeats']} runs after a warm-up, alternating; torch {r['torch']}, {r['threads']} threads. Machine: "
+        f"{r['machine']}; {r['date']} (benchmarks/bench_caption_rows.py).", "",
         "| caption_rows | caption rows per step | seconds per step |", "|---|---:|---:|",
         *(f"| {s} | {r[s]['rows_per_step']:.0f} | {r[s]['seconds_per_step']:.3f} |" for s in ("repeat", "once")),
         "", f"Speed-up of `once`: {r['speed_up']:.2f}x.", ""])
