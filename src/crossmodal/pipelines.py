@@ -59,7 +59,7 @@ def code_stage(stage_files: list[dict]) -> dict:
 def params_stage() -> dict:
     """The `params` stage: it writes each other stage's values file, the values of exactly the key paths that
     stage reads. It and `code` depend on params.yaml as a file (its checksum), not on its keys, which DVC would copy
-    into dvc.lock (3,000 of its 4,000 lines, parsed and rewritten after every stage that dvc.yaml runs); the
+    into dvc.lock (2,000 of its 4,000 lines, parsed and rewritten after every stage that dvc.yaml runs); the
     top-level `params:` of dvc.yaml still makes `dvc params diff` and `dvc exp show` show every key."""
     return _stage("python -m crossmodal params", [], [PARAMS_FILE, *stage_code("params")], [str(paths.PARAMS)])
 
