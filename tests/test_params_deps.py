@@ -130,3 +130,16 @@ def test_more_seeds_add_stages_and_rerun_none():
     values = lambda d: {p.stem: k for p, k in pipelines.param_lists(from_data(d)).items()}  # noqa: E731
     old, new = values(data), values(_set(data, ("aoanet", "systems", "aoanet", "seeds"), seeds + 1))
     assert {n for n in old if old[n] != new[n]} <= {"tables", "index"}
+
+
+def test_no_stage_lists_params_keys_so_dvc_lock_holds_no_values():
+    """Each stage depends on its values file, and `code` and `params` on params.yaml as a file: no stage lists params
+    keys, whose values DVC would copy into dvc.lock and parse and write again after every stage it runs
+    (docs/performance.md). dvc.yaml's top-level `params` keeps every key in `dvc params diff` and `dvc exp show`."""
+    root_spec = yaml.safe_load((ROOT / "dvc.yaml").read_text())
+    assert root_spec["params"] == ["params.yaml"]
+    assert all("params.yaml" in root_spec["stages"][stage]["deps"] for stage in ("code", "params"))
+    for name in ["dvc.yaml", *(f"pipelines/{p}/dvc.yaml" for p in PAPERS if (ROOT / "pipelines" / p).is_dir())]:
+        for lock_or_spec in (ROOT / name, (ROOT / name).with_suffix(".lock")):
+            stages = yaml.safe_load(lock_or_spec.read_text())["stages"]
+            assert not [s for s, stage in stages.items() if "params" in stage], lock_or_spec
