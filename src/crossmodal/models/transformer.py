@@ -47,7 +47,7 @@ class CachedDecoder(Captioner):
         logprobs, state = self._decode(words.unsqueeze(1), state, encoded)
         return logprobs.squeeze(1), state
 
-    def forward(self, inputs, targets, seq_per_img=1, ss_prob: float = 0.0, generator=None):
+    def forward(self, inputs, targets, seq_per_img: int | torch.Tensor = 1, ss_prob: float = 0.0, generator=None):
         if ss_prob > 0 and self.training:  # scheduled sampling feeds back the model's own words: step by step
             return super().forward(inputs, targets, seq_per_img, ss_prob, generator)
         encoded = self._encode_rows(inputs, seq_per_img)

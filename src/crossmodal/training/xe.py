@@ -21,21 +21,25 @@ from ..io import InputError
 from .schedules import scheduled_sampling_prob
 
 
-def caption_batch(labels: CaptionLabels, rows: np.ndarray, seq_per_img: int) -> torch.Tensor:
-    """[len(rows) * seq_per_img, T] targets; images with fewer references repeat theirs (as the official code)."""
+def _references(labels: CaptionLabels, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(first reference row, number of references) of each image in `rows`; an image without one is an error."""
     start, counts = labels.start[rows], labels.end[rows] - labels.start[rows]
     if np.any(counts == 0):
         raise InputError(f"image {labels.image_ids[rows][counts == 0][0]} has no reference captions")
+    return start, counts
+
+
+def caption_batch(labels: CaptionLabels, rows: np.ndarray, seq_per_img: int) -> torch.Tensor:
+    """[len(rows) * seq_per_img, T] targets; images with fewer references repeat theirs (as the official code)."""
+    start, counts = _references(labels, rows)
     picks = start[:, None] + np.arange(seq_per_img)[None, :] % counts[:, None]
     return torch.from_numpy(labels.labels[picks.reshape(-1)]).long()
 
 
 def caption_rows_once(labels: CaptionLabels, rows: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
     """(targets [sum of counts, T], counts [len(rows)]): every reference of each image once, image by image."""
-    start, counts = labels.start[rows], labels.end[rows] - labels.start[rows]
-    if np.any(counts == 0):
-        raise InputError(f"image {labels.image_ids[rows][counts == 0][0]} has no reference captions")
-    picks = np.concatenate([np.zeros(0, np.int64), *(np.arange(s, s + c) for s, c in zip(start, counts))])
+    start, counts = _references(labels, rows)
+    picks = np.repeat(start - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())  # start_i + 0..c_i-1
     return torch.from_numpy(labels.labels[picks]).long(), torch.from_numpy(counts.astype(np.int64))
 
 
