@@ -18,7 +18,7 @@ if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null
 fi
 
 [ -x .venv/bin/python ] || "$python" -m venv .venv
-stamp=".venv/.installed-$(cat pyproject.toml requirements.lock | sha256sum | cut -c1-16)"
+stamp=".venv/.installed-$(cat pyproject.toml requirements.lock scripts/setup.sh | sha256sum | cut -c1-16)"
 if [ ! -f "$stamp" ]; then
     echo "setup: installing pinned dependencies into .venv (first run takes a few minutes)" >&2
     # torch first and alone, through pip, so that pip's own configuration picks the CPU build (on this machine a
@@ -28,10 +28,13 @@ if [ ! -f "$stamp" ]; then
     # The rest through uv, byte-compiled on every core: the same versions as pip would install (requirements.lock
     # pins them), in about 35 s where pip took 2.5 min on the 2-core machine (docs/performance.md).
     .venv/bin/uv pip install --quiet --python .venv/bin/python --compile-bytecode -c requirements.lock -e ".[dev]"
-    # torch's bytecode, on every core. Where PYTHONDONTWRITEBYTECODE is set, every process would otherwise compile
-    # torch again on import (6.5 s against 2.9 s). As with pip, a file that is not for this Python (torch ships
-    # one written for 3.12) stays uncompiled, and compileall's exit status, 1 then, is not a failure of the set-up.
-    .venv/bin/python -m compileall -q -j 0 .venv/lib/python*/site-packages/torch >/dev/null || true
+    # The bytecode of what pip installed uncompiled (torch and the packages it pulls in: sympy, mpmath, networkx,
+    # jinja2, ...), on every core; compileall skips the files uv compiled. Where PYTHONDONTWRITEBYTECODE is set,
+    # every process would otherwise compile them again on import: torch (6.5 s against 2.9 s), and sympy, which
+    # the first optimiser step of every training process imports (through torch._dynamo): that step took 4.7-6.7 s
+    # against 2.0 s on the Zen 3 machine. As with pip, a file that is not for this Python (torch ships one written
+    # for 3.12) stays uncompiled, and compileall's exit status, 1 then, is not a failure of the set-up.
+    .venv/bin/python -m compileall -q -j 0 .venv/lib/python*/site-packages >/dev/null || true
     rm -f .venv/.installed-*
     touch "$stamp"
 fi
