@@ -29,12 +29,15 @@ if [ ! -f "$stamp" ]; then
     # pins them), in about 35 s where pip took 2.5 min on the 2-core machine (docs/performance.md).
     .venv/bin/uv pip install --quiet --python .venv/bin/python --compile-bytecode -c requirements.lock -e ".[dev]"
     # The bytecode of what pip installed uncompiled (torch and the packages it pulls in: sympy, mpmath, networkx,
-    # jinja2, ...), on every core; compileall skips the files uv compiled. Where PYTHONDONTWRITEBYTECODE is set,
-    # every process would otherwise compile them again on import: torch (6.5 s against 2.9 s), and sympy, which
-    # the first optimiser step of every training process imports (through torch._dynamo): that step took 4.7-6.7 s
-    # against 2.0 s on the Zen 3 machine. As with pip, a file that is not for this Python (torch ships one written
-    # for 3.12) stays uncompiled, and compileall's exit status, 1 then, is not a failure of the set-up.
-    .venv/bin/python -m compileall -q -j 0 .venv/lib/python*/site-packages >/dev/null || true
+    # jinja2, ...), on every core. Where PYTHONDONTWRITEBYTECODE is set, every process would otherwise compile them
+    # again on import: torch (6.5 s against 2.9 s), and sympy, which the first optimiser step of every training
+    # process imports (through torch._dynamo): that step took 4.7-6.7 s against 2.0 s on the Zen 3 machine. As with
+    # pip, a file that is not for this Python (torch ships one written for 3.12) stays uncompiled, and compileall's
+    # exit status, 1 then, is not a failure of the set-up.
+    by_pip=$(.venv/bin/python -c 'import importlib.metadata as m; print("\n".join(sorted({str(d.locate_file(f.parts[0]))
+        for d in m.distributions() if (d.read_text("INSTALLER") or "").strip() == "pip"
+        for f in d.files or () if f.suffix == ".py" and f.parts[0] != ".."})))')
+    echo "$by_pip" | xargs .venv/bin/python -m compileall -q -j 0 >/dev/null || true
     rm -f .venv/.installed-*
     touch "$stamp"
 fi
