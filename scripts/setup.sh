@@ -37,7 +37,7 @@ if [ ! -f "$stamp" ]; then
     by_pip=$(.venv/bin/python -c 'import importlib.metadata as m; print("\n".join(sorted({str(d.locate_file(f.parts[0]))
         for d in m.distributions() if (d.read_text("INSTALLER") or "").strip() == "pip"
         for f in d.files or () if f.suffix == ".py" and f.parts[0] != ".."})))')
-    echo "$by_pip" | xargs .venv/bin/python -m compileall -q -j 0 >/dev/null || true
+    echo "$by_pip" | xargs -r .venv/bin/python -m compileall -q -j 0 >/dev/null || true
     rm -f .venv/.installed-*
     touch "$stamp"
 fi
