@@ -132,6 +132,23 @@ def test_ctrl_c_stops_the_running_stages_and_records_none(repo):
         _write_stages(repo)
 
 
+NICE = ("import os, subprocess; from pathlib import Path; from crossmodal.repro import share_nice; "
+        "nice = lambda pid: Path(f'/proc/{pid}/autogroup').read_text().split()[-1]; own = nice(os.getpid()); "
+        "os.nice(7); stage = subprocess.Popen(['sleep', '30'], start_new_session=True); before = nice(stage.pid); "
+        "share_nice(stage.pid); print(before, nice(stage.pid), own, nice(os.getpid())); stage.kill()")
+
+
+@pytest.mark.skipif(not Path("/proc/self/autogroup").exists(), reason="this kernel does not schedule by autogroup")
+def test_under_nice_each_stage_session_is_as_nice_as_the_command():
+    """A stage's session is an autogroup of Linux's scheduler, which shares the CPU between sessions whatever their
+    processes' nice: a new one starts at 0, and `share_nice` gives it the command's 7; the command's own session is
+    left as it was."""
+    out = subprocess.run([sys.executable, "-c", NICE], env=_env(), capture_output=True, text=True, check=True)
+    before, after, own_before, own_after = out.stdout.split()
+    assert (before, after) == ("0", "7")
+    assert own_after == own_before
+
+
 def test_bad_jobs_is_one_line(repo):
     proc = _run(repo, sys.executable, "-m", "crossmodal.repro", "--jobs", "0")
     assert proc.returncode == 2 and proc.stderr.strip() == "error: --jobs must be at least 1, got 0"

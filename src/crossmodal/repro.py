@@ -22,7 +22,8 @@ less wall time than one after the other, and gave the same bits.
 Each stage's output goes to `.dvc/tmp/repro/<stage>.log`; this command prints a line when a stage starts and
 ends, and the log's last lines when one fails. A failure, like `dvc repro`'s, starts nothing new: the stages
 running finish, and the command exits 1. Ctrl-C stops every stage (DVC records none of them; outputs are written
-atomically). `--jobs 1` is plain `dvc repro`.
+atomically). `--jobs 1` is plain `dvc repro`. Under `nice`, the stages yield the cores to other work as the
+command does, on Linux's autogroup scheduler too (`share_nice`).
 
 It is a module of its own, not a command of `crossmodal/cli.py`: the CLI is part of every stage's code closure
 (closures.py), so a command there would rerun every stage when it changes.
@@ -104,6 +105,20 @@ def run(targets: list[str], jobs: int) -> int:
     return status
 
 
+def share_nice(pid: int) -> None:
+    """Give the session that process `pid` leads this process's nice value. Each stage runs in a session of its own
+    (so that Ctrl-C reaches it once, from here), and where Linux schedules by autogroup (one per session; the
+    default of most desktop kernels) the CPU is shared between sessions whatever their processes' nice: under
+    `nice python -m crossmodal.repro` every stage would still take a full session's share of the cores from the
+    user's other work. Nothing to do at nice 0 or below, or where the kernel has no autogroups."""
+    niceness = os.nice(0)
+    if niceness > 0:
+        try:
+            Path(f"/proc/{pid}/autogroup").write_text(str(niceness))
+        except OSError:  # no autogroups here, or the process has already ended
+            pass
+
+
 def _schedule(order: list[str], waits_for: dict[str, set[str]], logs: Path, env: dict, jobs: int) -> int:
     running: dict[str, tuple[subprocess.Popen, float]] = {}
     done: set[str] = set()
@@ -125,6 +140,7 @@ def _schedule(order: list[str], waits_for: dict[str, set[str]], logs: Path, env:
                     proc = subprocess.Popen(["dvc", "--wait-for-lock", "repro", "--single-item", address],
                                             stdout=log, stderr=subprocess.STDOUT, env=env,
                                             start_new_session=True)  # Ctrl-C reaches them once, from here
+                share_nice(proc.pid)
                 running[address] = (proc, time.perf_counter())
                 _say(f"started {address}")
             if not running:
