@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import statistics
 import sys
 import time
@@ -105,10 +104,11 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out-dir", type=Path, default=Path(__file__).parent / "results")
     args = parser.parse_args()
+    from crossmodal.io import write_json, write_text
+
     report = measure(args.system, args.steps, args.repeats)
-    args.out_dir.mkdir(parents=True, exist_ok=True)
-    (args.out_dir / "caption_rows.json").write_text(json.dumps(report, indent=1) + "\n")
-    (args.out_dir / "caption_rows.md").write_text(markdown(report))
+    write_json(args.out_dir / "caption_rows.json", report, indent=1)  # atomic, as every other results file
+    write_text(args.out_dir / "caption_rows.md", markdown(report))
     print(markdown(report))
 
 
