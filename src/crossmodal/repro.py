@@ -110,13 +110,21 @@ def share_nice(pid: int) -> None:
     (so that Ctrl-C reaches it once, from here), and where Linux schedules by autogroup (one per session; the
     default of most desktop kernels) the CPU is shared between sessions whatever their processes' nice: under
     `nice python -m crossmodal.repro` every stage would still take a full session's share of the cores from the
-    user's other work. Nothing to do at nice 0 or below, or where the kernel has no autogroups."""
+    user's other work. Nothing to do at nice 0 or below, or where the kernel has no autogroups.
+
+    Without CAP_SYS_ADMIN (any user but root) the kernel takes one such write per 100 ms and answers EAGAIN to the
+    next, as when two stages start together: the write is retried for up to a second."""
     niceness = os.nice(0)
-    if niceness > 0:
+    if niceness <= 0:
+        return
+    for _ in range(10):
         try:
             Path(f"/proc/{pid}/autogroup").write_text(str(niceness))
+            return
+        except BlockingIOError:  # EAGAIN: the kernel's rate limit
+            time.sleep(0.11)
         except OSError:  # no autogroups here, or the process has already ended
-            pass
+            return
 
 
 def _schedule(order: list[str], waits_for: dict[str, set[str]], logs: Path, env: dict, jobs: int) -> int:
