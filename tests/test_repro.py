@@ -143,12 +143,12 @@ def nice(pid):
     except (OSError, IndexError) as error:  # a sandbox's /proc may show one's own autogroup and no other
         raise SystemExit(f'SKIP: /proc/{pid}/autogroup unreadable ({error!r})')
 own = nice(os.getpid())
-os.nice(7)
+niceness = os.nice(7)  # 7 more than the test's own, which may run under nice itself
 stages = [subprocess.Popen(['sleep', '30'], start_new_session=True) for _ in range(2)]
 before = [nice(stage.pid) for stage in stages]
 for stage in stages:
     share_nice(stage.pid)
-print(*before, *(nice(stage.pid) for stage in stages), own, nice(os.getpid()))
+print(niceness, *before, *(nice(stage.pid) for stage in stages), own, nice(os.getpid()))
 for stage in stages:
     stage.kill()
 """
@@ -167,8 +167,8 @@ def _scheduled_by_autogroup() -> bool:
 @pytest.mark.skipif(not _scheduled_by_autogroup(), reason="this process is not scheduled by session autogroup")
 def test_under_nice_each_stage_session_is_as_nice_as_the_command():
     """A stage's session is an autogroup of Linux's scheduler, which shares the CPU between sessions whatever their
-    processes' nice: a new one starts at 0, and `share_nice` gives it the command's 7; the command's own session is
-    left as it was."""
+    processes' nice: a new one starts at 0, and `share_nice` gives it the command's value (7 above the test's own);
+    the command's own session is left as it was."""
     drop = ["setpriv", "--inh-caps=-sys_admin", "--bounding-set=-sys_admin"]  # as any user but root
     if os.geteuid() != 0 or not shutil.which("setpriv") or subprocess.run([*drop, "true"]).returncode != 0:
         drop = []
@@ -176,8 +176,8 @@ def test_under_nice_each_stage_session_is_as_nice_as_the_command():
     if out.stderr.startswith("SKIP: "):
         pytest.skip(out.stderr[6:].strip())
     assert out.returncode == 0, out.stderr
-    *groups, own_before, own_after = out.stdout.split()
-    assert groups == ["0", "0", "7", "7"]
+    niceness, *groups, own_before, own_after = out.stdout.split()
+    assert groups == ["0", "0", niceness, niceness]
     assert own_after == own_before
 
 
