@@ -1,5 +1,10 @@
 import sys
 
-from .cli import main
+from .stage_client import run_on_server
 
-sys.exit(main())
+status = run_on_server(sys.argv[1:])  # None: no stage server to run it (stage_server.py)
+if status is None:
+    from .cli import main
+
+    status = main()
+sys.exit(status)

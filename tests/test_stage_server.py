@@ -1,0 +1,101 @@
+"""The stage server (crossmodal/stage_server.py): a command it serves ends as it would in its own process, with the
+same output and status; an environment it cannot serve runs in the command's own process; Ctrl-C reaches the
+command; a client that dies takes the command with it. The commands here are a stand-in `crossmodal` package in
+the working directory, which `python -m crossmodal` imports first (the server's child does as well); the pipeline's
+own stages run through the server in the tests' tiny pipeline (tiny_pipeline.py, `python -m crossmodal.repro`)."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from crossmodal.stage_client import ENV
+from crossmodal.stage_server import SharedStageServer
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+STAND_IN = """import os, signal, sys, time
+print("argv", sys.argv[1:], "cwd", os.getcwd(), "parent", os.getppid(), "pid", os.getpid(), flush=True)
+print("to stderr", os.environ.get("STAND_IN_VALUE"), file=sys.stderr, flush=True)
+if sys.argv[1:] == ["wait"]:
+    time.sleep(120)
+sys.exit(int(sys.argv[-1]) if sys.argv[-1].isdigit() else 0)
+"""
+# the client as crossmodal/__main__.py runs it, with the real package: the stand-in is first on the child's path
+CLIENT = (f"import sys; sys.path.insert(0, {str(SRC)!r}); from crossmodal.stage_client import run_on_server; "
+          "status = run_on_server(sys.argv[1:]); sys.exit(99 if status is None else status)")
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    work = tmp_path_factory.mktemp("stand-in")
+    (work / "crossmodal").mkdir()
+    (work / "crossmodal" / "__init__.py").write_text("")
+    (work / "crossmodal" / "__main__.py").write_text(STAND_IN)
+    env = {**os.environ, "PYTHONPATH": str(SRC), "STAND_IN_VALUE": "7"}
+    with SharedStageServer(env) as server:
+        deadline = time.monotonic() + 120
+        while not os.path.exists(server.path) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert os.path.exists(server.path), "the stage server did not start"
+        yield work, {**env, **server.env}, server
+
+
+def _client(work: Path, env: dict, *argv: str, **kwargs) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", CLIENT, *argv], cwd=work, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs)
+
+
+def _gone(pid: int, seconds: float = 10) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_a_served_command_ends_as_it_would_in_its_own_process(served):
+    work, env, server = served
+    client = _client(work, env, "a", "3")
+    out, err = client.communicate(timeout=60)
+    alone = subprocess.run([sys.executable, "-m", "crossmodal", "a", "3"], cwd=work, env={**env, ENV: ""},
+                           capture_output=True, text=True)
+    assert client.returncode == alone.returncode == 3
+    assert f"parent {server.pid} " in out  # forked by the server
+    drop = [" ".join(line.split()[:-4]) for line in (out, alone.stdout)]  # but for the parent's and own pid
+    assert drop[0] == drop[1] and err == alone.stderr == "to stderr 7\n"
+
+
+def test_an_environment_that_differs_runs_in_the_commands_own_process(served):
+    work, env, server = served
+    client = _client(work, {**env, "STAND_IN_OTHER": "1"}, "b")  # as a thread count or kernel path would
+    out, err = client.communicate(timeout=60)
+    assert client.returncode == 99  # run_on_server answered None: crossmodal/__main__.py runs the command itself
+    assert err == "stage server: running here (its environment differs in STAND_IN_OTHER)\n" and out == ""
+
+
+def test_ctrl_c_reaches_the_command_and_the_client_ends_as_it_did(served):
+    work, env, _ = served
+    client = _client(work, env, "wait")
+    line = client.stdout.readline()
+    child = int(line.split()[-1])
+    client.send_signal(signal.SIGINT)
+    _, err = client.communicate(timeout=60)
+    assert client.returncode == -signal.SIGINT and "KeyboardInterrupt" in err
+    assert _gone(child)
+
+
+def test_a_client_that_dies_takes_its_command_with_it(served):
+    work, env, _ = served
+    client = _client(work, env, "wait")
+    child = int(client.stdout.readline().split()[-1])
+    client.kill()
+    client.wait()
+    assert _gone(child)
