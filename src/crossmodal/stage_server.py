@@ -99,7 +99,10 @@ def serve(path: str) -> None:
 
     environment = dict(os.environ)
     for module in PRELOAD:
-        importlib.import_module(module)
+        try:
+            importlib.import_module(module)
+        except ImportError:  # not in this environment: the stages would not import it either
+            pass
     added = {k: v for k, v in os.environ.items() if k not in environment}  # what the imports set, as they would
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path + ".tmp")
