@@ -62,6 +62,7 @@ def _env(repo: Path) -> dict:
     env["PYTHONPATH"] = f"{repo / 'src'}{os.pathsep}{TRACE_HOOK}"
     env["CROSSMODAL_PROGRESS"] = "0"
     env.pop("DVC_ROOT", None)
+    env.pop("PYTEST_CURRENT_TEST", None)  # pytest's per-test name: one environment for a module's stage server
     return env
 
 
