@@ -10,8 +10,8 @@ session leaves it in /tmp/pytest-of-<user>/pytest-current/tiny-pipeline/repo). I
 commands rewrite their outputs there, with the same bits, running this checkout's code on the copy's data. Each system's `python -m crossmodal train --system <name>` runs
 `--runs` times each way, alternating, with one shared METEOR scorer (as under `python -m crossmodal.repro`), and
 every run's outputs must be byte-identical (the forked run computes the same thing). CPU time is the process's user
-and system time (its children included). The fork is a measurement, not something the pipeline does: a stage
-server that forks stage commands from a process holding torch and MLflow would save what the table shows.
+and system time (its children included). This measurement led to the stage server of `python -m crossmodal.repro`
+(crossmodal/stage_server.py), which forks the stages' commands in that way.
 """
 from __future__ import annotations
 
