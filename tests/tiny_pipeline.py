@@ -8,7 +8,6 @@ modules that rerun stages (test_pipeline_*.py) can run on both workers at once.
 """
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import sqlite3
@@ -62,33 +61,12 @@ def _env(repo: Path) -> dict:
     env["PYTHONPATH"] = f"{repo / 'src'}{os.pathsep}{TRACE_HOOK}"
     env["CROSSMODAL_PROGRESS"] = "0"
     env.pop("DVC_ROOT", None)
-    env.pop("PYTEST_CURRENT_TEST", None)  # pytest's per-test name: one environment for a module's stage server
     return env
-
-
-_SERVERS: dict[Path, dict] = {}  # a repository copy -> its stage server's variables (`serve_stages`)
-
-
-@contextlib.contextmanager
-def serve_stages(repo: Path):
-    """While the block runs, the stages that `run` starts in `repo` (by `dvc repro` and queued experiments too) are
-    forked by a stage server (crossmodal/stage_server.py), as `python -m crossmodal.repro` gives its own: each
-    skips importing torch and MLflow. A run whose environment differs (an import trace) runs its stages alone."""
-    from crossmodal.stage_server import SharedStageServer
-
-    with SharedStageServer(_env(repo)) as server:
-        _SERVERS[repo] = server.env
-        try:
-            yield
-        finally:
-            del _SERVERS[repo]
 
 
 def run(repo: Path, *args: str, check: bool = True, trace: Path | None = None,
         timeout: int = 600) -> subprocess.CompletedProcess:
-    env = {**_env(repo), **_SERVERS.get(repo, {})}
-    if trace is not None:
-        env["CROSSMODAL_IMPORT_TRACE"] = str(trace)
+    env = _env(repo) if trace is None else {**_env(repo), "CROSSMODAL_IMPORT_TRACE": str(trace)}
     proc = subprocess.run(list(args), cwd=repo, env=env, capture_output=True, text=True, timeout=timeout)
     if check and proc.returncode != 0:
         raise AssertionError(f"{' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
