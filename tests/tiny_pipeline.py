@@ -55,7 +55,7 @@ SEEDS = [f"updown_seed{k}" for k in (1, 2, 3)]
 UPDOWN_FAMILY = ["updown", *SEEDS, "updown_scst", "updown_ensemble"]  # the systems whose network is Up-Down's
 
 
-def _env(repo: Path) -> dict:
+def environment(repo: Path) -> dict:
     env = dict(os.environ)
     env["PATH"] = f"{BIN}{os.pathsep}{env['PATH']}"
     env["PYTHONPATH"] = f"{repo / 'src'}{os.pathsep}{TRACE_HOOK}"
@@ -66,7 +66,7 @@ def _env(repo: Path) -> dict:
 
 def run(repo: Path, *args: str, check: bool = True, trace: Path | None = None,
         timeout: int = 600) -> subprocess.CompletedProcess:
-    env = _env(repo) if trace is None else {**_env(repo), "CROSSMODAL_IMPORT_TRACE": str(trace)}
+    env = environment(repo) if trace is None else {**environment(repo), "CROSSMODAL_IMPORT_TRACE": str(trace)}
     proc = subprocess.run(list(args), cwd=repo, env=env, capture_output=True, text=True, timeout=timeout)
     if check and proc.returncode != 0:
         raise AssertionError(f"{' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
