@@ -48,10 +48,12 @@ def tiny_build(tmp_path_factory, worker_id):
 
 @pytest.fixture(scope="module")
 def tiny_repo(tiny_build, tmp_path_factory):
-    """A module's own copy of the tiny pipeline, to rerun stages in."""
-    from tiny_pipeline import copy_build
+    """A module's own copy of the tiny pipeline, to rerun stages in, with a stage server for its stages."""
+    from tiny_pipeline import copy_build, serve_stages
 
-    return copy_build(tiny_build, tmp_path_factory.mktemp("pipeline") / "repo")
+    repo = copy_build(tiny_build, tmp_path_factory.mktemp("pipeline") / "repo")
+    with serve_stages(repo):
+        yield repo
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -21,10 +21,13 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 STAND_IN = """import os, signal, sys, time
 print("argv", sys.argv[1:], "cwd", os.getcwd(), "parent", os.getppid(), "pid", os.getpid(), flush=True)
 print("to stderr", os.environ.get("STAND_IN_VALUE"), file=sys.stderr, flush=True)
+if sys.argv[1] == "env":
+    print(*(os.environ.get(k) for k in sys.argv[2:]), flush=True)
 if sys.argv[1:] == ["wait"]:
     time.sleep(120)
 sys.exit(int(sys.argv[-1]) if sys.argv[-1].isdigit() else 0)
 """
+SET_BY_IMPORTS = ("TORCHINDUCTOR_CACHE_DIR", "_MLFLOW_TELEMETRY_SESSION_ID")  # set (or unset) by torch and MLflow
 # the client as crossmodal/__main__.py runs it, with the real package: the stand-in is first on the child's path
 CLIENT = (f"import sys; sys.path.insert(0, {str(SRC)!r}); from crossmodal.stage_client import run_on_server; "
           "status = run_on_server(sys.argv[1:]); sys.exit(99 if status is None else status)")
@@ -36,7 +39,8 @@ def served(tmp_path_factory):
     (work / "crossmodal").mkdir()
     (work / "crossmodal" / "__init__.py").write_text("")
     (work / "crossmodal" / "__main__.py").write_text(STAND_IN)
-    env = {**os.environ, "PYTHONPATH": str(SRC), "STAND_IN_VALUE": "7"}
+    env = {**{k: v for k, v in os.environ.items() if k not in SET_BY_IMPORTS}, "PYTHONPATH": str(SRC),
+           "STAND_IN_VALUE": "7"}
     with SharedStageServer(env) as server:
         deadline = time.monotonic() + 120
         while not os.path.exists(server.path) and time.monotonic() < deadline:
@@ -79,6 +83,17 @@ def test_an_environment_that_differs_runs_in_the_commands_own_process(served):
     out, err = client.communicate(timeout=60)
     assert client.returncode == 99  # run_on_server answered None: crossmodal/__main__.py runs the command itself
     assert err == "stage server: running here (its environment differs in STAND_IN_OTHER)\n" and out == ""
+
+
+def test_variables_the_servers_imports_set_are_served_and_keep_the_clients_values(served, tmp_path):
+    work, env, server = served  # a client's parent that imported torch and MLflow itself passes their variables on
+    theirs = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"), "_MLFLOW_TELEMETRY_SESSION_ID": "client"}
+    client = _client(work, {**env, **theirs}, "env", *SET_BY_IMPORTS)
+    out, err = client.communicate(timeout=60)
+    assert client.returncode == 0 and f"parent {server.pid} " in out, err  # served, not sent back
+    assert out.splitlines()[1] == " ".join(theirs[k] for k in SET_BY_IMPORTS)
+    mine = _client(work, env, "env", "TORCHINDUCTOR_CACHE_DIR")  # without it, the child has the server's import's
+    assert mine.communicate(timeout=60)[0].splitlines()[1] not in ("None", theirs["TORCHINDUCTOR_CACHE_DIR"])
 
 
 def test_ctrl_c_reaches_the_command_and_the_client_ends_as_it_did(served):

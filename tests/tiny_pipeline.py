@@ -8,6 +8,7 @@ modules that rerun stages (test_pipeline_*.py) can run on both workers at once.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sqlite3
@@ -61,7 +62,26 @@ def environment(repo: Path) -> dict:
     env["PYTHONPATH"] = f"{repo / 'src'}{os.pathsep}{TRACE_HOOK}"
     env["CROSSMODAL_PROGRESS"] = "0"
     env.pop("DVC_ROOT", None)
-    return env
+    env.pop("PYTEST_CURRENT_TEST", None)  # pytest's per-test name: one environment for a module's stage server
+    return {**env, **_SERVERS.get(repo, {})}
+
+
+_SERVERS: dict[Path, dict] = {}  # a repository copy -> its stage server's variables (`serve_stages`)
+
+
+@contextlib.contextmanager
+def serve_stages(repo: Path):
+    """While the block runs, the stages that `run` starts in `repo` (by `dvc repro` and queued experiments too) are
+    forked by a stage server (crossmodal/stage_server.py), as `python -m crossmodal.repro` gives its own: each
+    skips importing torch and MLflow. A run whose environment differs (an import trace) runs its stages alone."""
+    from crossmodal.stage_server import SharedStageServer
+
+    with SharedStageServer(environment(repo)) as server:
+        _SERVERS[repo] = server.env
+        try:
+            yield
+        finally:
+            del _SERVERS[repo]
 
 
 def run(repo: Path, *args: str, check: bool = True, trace: Path | None = None,

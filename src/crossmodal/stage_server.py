@@ -11,9 +11,9 @@ standard streams to the server, which forks a child that runs the command as `py
 - the child takes the client's environment, working directory, streams and `sys.argv`, and imports every
   `crossmodal` module afresh (none is imported in the server), so it computes what a new process computes;
 - the server serves only a client whose environment equals its own but for the variables that DVC and the
-  shell set per command (`VARYING`): a variable read when torch or its libraries load (threads, kernel paths,
-  `compute.portable`'s) cannot differ from the server's; otherwise the command runs in its own process, as
-  without a server;
+  shell set per command, and those that torch and MLflow set for themselves (`VARYING`): a variable read when
+  torch or its libraries load (threads, kernel paths, `compute.portable`'s) cannot differ from the server's;
+  otherwise the command runs in its own process, as without a server;
 - signals the client receives (Ctrl-C, SIGTERM) are passed to the child, and the client exits as the child did,
   with its status or its signal; a client that dies takes its child with it (the server kills it).
 Without CROSSMODAL_STAGE_SERVER, or when the server cannot be reached, a command runs in its own process. Only
@@ -33,7 +33,9 @@ import tempfile
 from .stage_client import ENV, FORWARDED, send
 
 PRELOAD = ("torch", "torch._dynamo", "mlflow")  # what stage processes import that costs most
-VARYING = {"PWD", "OLDPWD", "SHLVL", "_", "PS1", ENV}  # set per command by DVC, the shell or here; and DVC_*
+# set per command by DVC (and DVC_*), the shell or here; or by torch's and MLflow's imports, which keep a value they
+# find: a client whose parent imported them (a test) has its own, and its child keeps it
+VARYING = {"PWD", "OLDPWD", "SHLVL", "_", "PS1", ENV, "TORCHINDUCTOR_CACHE_DIR", "_MLFLOW_TELEMETRY_SESSION_ID"}
 
 
 def differing(server: dict[str, str], client: dict[str, str]) -> list[str]:
@@ -103,7 +105,6 @@ def serve(path: str) -> None:
             importlib.import_module(module)
         except ImportError:  # not in this environment: the stages would not import it either
             pass
-    added = {k: v for k, v in os.environ.items() if k not in environment}  # what the imports set, as they would
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path + ".tmp")
     listener.listen(16)
@@ -117,7 +118,7 @@ def serve(path: str) -> None:
         while not stopping:
             for key, _ in selector.select(timeout=0.05):
                 if key.fileobj is listener:
-                    _accept(listener, selector, children, environment, added)
+                    _accept(listener, selector, children, environment)
                 else:  # the client closed its end: it is gone, and its child goes too
                     conn = key.fileobj
                     pid = next((p for p, c in children.items() if c is conn), None)
@@ -142,7 +143,7 @@ def serve(path: str) -> None:
         os.unlink(path)
 
 
-def _accept(listener: socket.socket, selector, children: dict, environment: dict, added: dict) -> None:
+def _accept(listener: socket.socket, selector, children: dict, environment: dict) -> None:
     conn, _ = listener.accept()
     try:
         _, fds, _, _ = socket.recv_fds(conn, 1, 3)
@@ -163,7 +164,8 @@ def _accept(listener: socket.socket, selector, children: dict, environment: dict
     sys.stderr.flush()
     pid = os.fork()
     if pid == 0:
-        _run_child({**request, "env": {**request["env"], **added}}, fds, [listener, conn, *children.values()])
+        set_here = {k: v for k, v in os.environ.items() if environment.get(k) != v}  # by the imports, as they would
+        _run_child({**request, "env": {**set_here, **request["env"]}}, fds, [listener, conn, *children.values()])
     for fd in fds:
         os.close(fd)
     children[pid] = conn
