@@ -14,7 +14,7 @@ import pytest
 import torch
 import yaml
 from tiny_pipeline import (TINY, TINY_BAN, TINY_GROUNDING, TINY_UPDOWN_TRAIN, commit_all, copy_pipeline, in_paper,
-                           run, set_params, stages_run)
+                           run, serve_stages, set_params, stages_run)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -72,7 +72,7 @@ def test_real_profile_downloads_converts_and_trains_the_world_served_in_the_publ
     placed = real / "data/raw/flickr30k_features"  # no stable link: placed by hand
     placed.mkdir(parents=True)
     shutil.copy(flickr.pop("flickr30k_features")[0], placed)
-    with LoopbackHTTPServer(tmp_path / "www") as base:
+    with LoopbackHTTPServer(tmp_path / "www") as base, serve_stages(real):  # its stages forked, as repro's
         served = {**archives, **ban_archives, **grid_files, **flickr}
         set_params(real, {"datasets": {name: {"fetch": True, "files": [
             {"url": f"{base}/{a.name}", "extract": a.suffix == ".zip"} for a in files]}

@@ -85,10 +85,11 @@ def test_an_environment_that_differs_runs_in_the_commands_own_process(served):
     assert err == "stage server: running here (its environment differs in STAND_IN_OTHER)\n" and out == ""
 
 
-def test_variables_the_servers_imports_set_are_served_and_keep_the_clients_values(served, tmp_path):
+def test_variables_set_by_imports_or_a_queue_worker_are_served_and_keep_the_clients_values(served, tmp_path):
     work, env, server = served  # a client's parent that imported torch and MLflow itself passes their variables on
     theirs = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"), "_MLFLOW_TELEMETRY_SESSION_ID": "client"}
-    client = _client(work, {**env, **theirs}, "env", *SET_BY_IMPORTS)
+    queued = {"CELERY_LOG_LEVEL": "INFO", "_MP_FORK_LOGLEVEL_": "20", "DVC_EXP_NAME": "x"}  # a queued experiment's
+    client = _client(work, {**env, **theirs, **queued}, "env", *SET_BY_IMPORTS)
     out, err = client.communicate(timeout=60)
     assert client.returncode == 0 and f"parent {server.pid} " in out, err  # served, not sent back
     assert out.splitlines()[1] == " ".join(theirs[k] for k in SET_BY_IMPORTS)

@@ -33,15 +33,16 @@ import tempfile
 from .stage_client import ENV, FORWARDED, send
 
 PRELOAD = ("torch", "torch._dynamo", "mlflow")  # what stage processes import that costs most
-# set per command by DVC (and DVC_*), the shell or here; or by torch's and MLflow's imports, which keep a value they
-# find: a client whose parent imported them (a test) has its own, and its child keeps it
+# set per command by DVC, the shell or here; or by torch's and MLflow's imports, which keep a value they find: a
+# client whose parent imported them (a test) has its own, and its child keeps it
 VARYING = {"PWD", "OLDPWD", "SHLVL", "_", "PS1", ENV, "TORCHINDUCTOR_CACHE_DIR", "_MLFLOW_TELEMETRY_SESSION_ID"}
+VARYING_PREFIXES = ("DVC_", "CELERY_", "_MP_FORK_")  # DVC's, and its queue workers' logging (Celery's)
 
 
 def differing(server: dict[str, str], client: dict[str, str]) -> list[str]:
     """The environment variables in which a client's environment differs from the server's, but `VARYING`."""
     return sorted(k for k in set(server) | set(client)
-                  if server.get(k) != client.get(k) and k not in VARYING and not k.startswith("DVC_"))
+                  if server.get(k) != client.get(k) and k not in VARYING and not k.startswith(VARYING_PREFIXES))
 
 
 def _run_child(request: dict, fds: list[int], keep_closed: list[socket.socket]) -> None:
