@@ -18,9 +18,11 @@ from crossmodal.stage_client import ENV
 from crossmodal.stage_server import SharedStageServer
 
 SRC = Path(__file__).resolve().parents[1] / "src"
-STAND_IN = """import os, signal, sys, time
+STAND_IN = """import os, signal, subprocess, sys, time
 print("argv", sys.argv[1:], "cwd", os.getcwd(), "parent", os.getppid(), "pid", os.getpid(), flush=True)
 print("to stderr", os.environ.get("STAND_IN_VALUE"), file=sys.stderr, flush=True)
+if sys.argv[1] == "helper":  # as a stage starts its MLflow worker
+    sys.exit(subprocess.run([sys.executable, "-m", "crossmodal.helper"]).returncode)
 if sys.argv[1] == "env":
     print(*(os.environ.get(k) for k in sys.argv[2:]), flush=True)
 if sys.argv[1:] == ["wait"]:
@@ -28,6 +30,14 @@ if sys.argv[1:] == ["wait"]:
 sys.exit(int(sys.argv[-1]) if sys.argv[-1].isdigit() else 0)
 """
 SET_BY_IMPORTS = ("TORCHINDUCTOR_CACHE_DIR", "_MLFLOW_TELEMETRY_SESSION_ID")  # set (or unset) by torch and MLflow
+HELPER = f"""import os, sys
+sys.path.insert(0, {str(SRC / "crossmodal")!r})
+from stage_client import HELPERS_ENV, run_on_server
+served = run_on_server(sys.argv[1:], "crossmodal.helper", HELPERS_ENV)  # as tracking.py's worker
+if served is not None:
+    sys.exit(served)
+print("helper parent", os.getppid(), "helpers", os.environ.get(HELPERS_ENV), flush=True)
+"""
 # the client as crossmodal/__main__.py runs it, with the real package: the stand-in is first on the child's path
 CLIENT = (f"import sys; sys.path.insert(0, {str(SRC)!r}); from crossmodal.stage_client import run_on_server; "
           "status = run_on_server(sys.argv[1:]); sys.exit(99 if status is None else status)")
@@ -39,6 +49,7 @@ def served(tmp_path_factory):
     (work / "crossmodal").mkdir()
     (work / "crossmodal" / "__init__.py").write_text("")
     (work / "crossmodal" / "__main__.py").write_text(STAND_IN)
+    (work / "crossmodal" / "helper.py").write_text(HELPER)
     env = {**{k: v for k, v in os.environ.items() if k not in SET_BY_IMPORTS}, "PYTHONPATH": str(SRC),
            "STAND_IN_VALUE": "7"}
     with SharedStageServer(env) as server:
@@ -95,6 +106,17 @@ def test_variables_set_by_imports_or_a_queue_worker_are_served_and_keep_the_clie
     assert out.splitlines()[1] == " ".join(theirs[k] for k in SET_BY_IMPORTS)
     mine = _client(work, env, "env", "TORCHINDUCTOR_CACHE_DIR")  # without it, the child has the server's import's
     assert mine.communicate(timeout=60)[0].splitlines()[1] not in ("None", theirs["TORCHINDUCTOR_CACHE_DIR"])
+
+
+def test_a_served_commands_helper_is_served_but_not_its_own_helpers(served):
+    work, env, server = served
+    client = _client(work, env, "helper")
+    out, err = client.communicate(timeout=60)
+    assert client.returncode == 0 and err == "to stderr 7\n", err
+    assert out.splitlines()[1] == f"helper parent {server.pid} helpers None"  # forked by the server, and no further
+    alone = subprocess.run([sys.executable, "-m", "crossmodal", "helper"], cwd=work, env={**env, ENV: ""},
+                           capture_output=True, text=True).stdout.splitlines()  # unserved: its helper is its child
+    assert alone[1] == f"helper parent {alone[0].split()[-1]} helpers None"
 
 
 def test_ctrl_c_reaches_the_command_and_the_client_ends_as_it_did(served):

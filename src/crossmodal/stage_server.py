@@ -30,12 +30,14 @@ import subprocess
 import sys
 import tempfile
 
-from .stage_client import ENV, FORWARDED, send
+from .stage_client import ENV, FORWARDED, HELPERS_ENV, send
 
-PRELOAD = ("torch", "torch._dynamo", "mlflow")  # what stage processes import that costs most
+PRELOAD = ("torch", "torch._dynamo", "mlflow", "mlflow.store.tracking.sqlalchemy_store")  # what stages import (the
+# last: their MLflow workers' SQLite store) that costs most
 # set per command by DVC, the shell or here; or by torch's and MLflow's imports, which keep a value they find: a
 # client whose parent imported them (a test) has its own, and its child keeps it
-VARYING = {"PWD", "OLDPWD", "SHLVL", "_", "PS1", ENV, "TORCHINDUCTOR_CACHE_DIR", "_MLFLOW_TELEMETRY_SESSION_ID"}
+VARYING = {"PWD", "OLDPWD", "SHLVL", "_", "PS1", ENV, HELPERS_ENV, "TORCHINDUCTOR_CACHE_DIR",
+           "_MLFLOW_TELEMETRY_SESSION_ID"}
 VARYING_PREFIXES = ("DVC_", "CELERY_", "_MP_FORK_")  # DVC's, and its queue workers' logging (Celery's)
 
 
@@ -45,8 +47,10 @@ def differing(server: dict[str, str], client: dict[str, str]) -> list[str]:
                   if server.get(k) != client.get(k) and k not in VARYING and not k.startswith(VARYING_PREFIXES))
 
 
-def _run_child(request: dict, fds: list[int], keep_closed: list[socket.socket]) -> None:
-    """In the forked child: become `python -m crossmodal <argv>` and never return."""
+def _run_child(request: dict, fds: list[int], keep_closed: list[socket.socket], path: str) -> None:
+    """In the forked child: become `python -m <module> <argv>` and never return. A stage command (`crossmodal`)
+    reaches the server (`path`) again only for its helpers (HELPERS_ENV: its MLflow worker), not for its
+    subcommands (HOCA's cost rows measure memory in processes of their own); a helper never does."""
     import atexit
     import runpy
     import traceback
@@ -65,14 +69,18 @@ def _run_child(request: dict, fds: list[int], keep_closed: list[socket.socket]) 
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
-        del os.environ[ENV]  # the command runs here, not on a server again
+        os.environ.pop(ENV, None)  # the command runs here, not on a server again
+        os.environ.pop(HELPERS_ENV, None)
+        module = request.get("module", "crossmodal")
+        if module == "crossmodal":
+            os.environ[HELPERS_ENV] = path
         for name in [n for n in sys.modules if n == "crossmodal" or n.startswith("crossmodal.")]:
             del sys.modules[name]  # imported afresh from the client's path, as in a new process
         sys.path[0] = request["cwd"]  # what `python -m` puts first
         sys.argv = ["-m", *request["argv"]]
         sys.modules["__main__"] = types.ModuleType("__main__")
         try:
-            runpy._run_module_as_main("crossmodal")  # what `python -m crossmodal` runs
+            runpy._run_module_as_main(module)  # what `python -m <module>` runs
             code = 0
         except SystemExit as exit_:
             if exit_.code is None or isinstance(exit_.code, int):
@@ -119,7 +127,7 @@ def serve(path: str) -> None:
         while not stopping:
             for key, _ in selector.select(timeout=0.05):
                 if key.fileobj is listener:
-                    _accept(listener, selector, children, environment)
+                    _accept(listener, selector, children, environment, path)
                 else:  # the client closed its end: it is gone, and its child goes too
                     conn = key.fileobj
                     pid = next((p for p, c in children.items() if c is conn), None)
@@ -144,7 +152,7 @@ def serve(path: str) -> None:
         os.unlink(path)
 
 
-def _accept(listener: socket.socket, selector, children: dict, environment: dict) -> None:
+def _accept(listener: socket.socket, selector, children: dict, environment: dict, path: str) -> None:
     conn, _ = listener.accept()
     try:
         _, fds, _, _ = socket.recv_fds(conn, 1, 3)
@@ -166,7 +174,7 @@ def _accept(listener: socket.socket, selector, children: dict, environment: dict
     pid = os.fork()
     if pid == 0:
         set_here = {k: v for k, v in os.environ.items() if environment.get(k) != v}  # by the imports, as they would
-        _run_child({**request, "env": {**set_here, **request["env"]}}, fds, [listener, conn, *children.values()])
+        _run_child({**request, "env": {**set_here, **request["env"]}}, fds, [listener, conn, *children.values()], path)
     for fd in fds:
         os.close(fd)
     children[pid] = conn

@@ -10,7 +10,7 @@
 - Every run is tagged with the DVC stage, the DVC experiment name and the git commit.
 - The experiment carries a shared view of the MLflow UI's runs table (`RUNS_VIEW`): the UI shows no metric
   column by default; `runs_view_url` opens the table with the best epoch's and the test metrics, best first.
-- Telemetry is off (set before mlflow is imported).
+- Telemetry is off (crossmodal/__init__.py, before MLflow is imported).
 """
 from __future__ import annotations
 
@@ -23,9 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from .config import origin_root, repo_root
-
-os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
-os.environ.setdefault("DO_NOT_TRACK", "true")
 
 EXPERIMENT = "crossmodal-repro"
 RUNS_VIEW = "crossmodal-runs"  # the key of the view (`?viewStateShareKey=`), kept as an experiment tag
@@ -184,6 +181,11 @@ def _serve() -> None:
 
 
 if __name__ == "__main__":
+    from .stage_client import HELPERS_ENV, run_on_server
+
+    served = run_on_server(sys.argv[1:], "crossmodal.tracking", HELPERS_ENV)  # forked with MLflow imported
+    if served is not None:
+        sys.exit(served)
     _serve()
     sys.stdout.flush()
     os._exit(0)  # everything is committed to SQLite; skip MLflow's ~1 s of interpreter-exit hooks
