@@ -16,6 +16,9 @@ standard streams to the server, which forks a child that runs the command as `py
   otherwise the command runs in its own process, as without a server;
 - signals the client receives (Ctrl-C, SIGTERM) are passed to the child, and the client exits as the child did,
   with its status or its signal; a client that dies takes its child with it (the server kills it).
+- a served command's MLflow worker (`python -m crossmodal.tracking`), which would import MLflow again, is served
+  the same way (the child names the server in `HELPERS_ENV`); the command's own `python -m crossmodal`
+  subcommands are not (HOCA's cost rows measure memory in processes of their own).
 Without CROSSMODAL_STAGE_SERVER, or when the server cannot be reached, a command runs in its own process. Only
 `python -m crossmodal.repro` imports this module; the client (stage_client.py) is in every stage's code closure.
 """
