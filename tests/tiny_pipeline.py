@@ -56,6 +56,9 @@ SEEDS = [f"updown_seed{k}" for k in (1, 2, 3)]
 UPDOWN_FAMILY = ["updown", *SEEDS, "updown_scst", "updown_ensemble"]  # the systems whose network is Up-Down's
 
 
+_SERVERS: dict[Path, dict] = {}  # a repository copy -> its stage server's variables (`serve_stages`)
+
+
 def environment(repo: Path) -> dict:
     env = dict(os.environ)
     env["PATH"] = f"{BIN}{os.pathsep}{env['PATH']}"
@@ -64,9 +67,6 @@ def environment(repo: Path) -> dict:
     env.pop("DVC_ROOT", None)
     env.pop("PYTEST_CURRENT_TEST", None)  # pytest's per-test name: one environment for a module's stage server
     return {**env, **_SERVERS.get(repo, {})}
-
-
-_SERVERS: dict[Path, dict] = {}  # a repository copy -> its stage server's variables (`serve_stages`)
 
 
 @contextlib.contextmanager

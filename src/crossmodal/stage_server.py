@@ -74,7 +74,7 @@ def _run_child(request: dict, fds: list[int], keep_closed: list[socket.socket], 
         os.environ.update(request["env"])
         os.environ.pop(ENV, None)  # the command runs here, not on a server again
         os.environ.pop(HELPERS_ENV, None)
-        module = request.get("module", "crossmodal")
+        module = request["module"]
         if module == "crossmodal":
             os.environ[HELPERS_ENV] = path
         for name in [n for n in sys.modules if n == "crossmodal" or n.startswith("crossmodal.")]:
@@ -146,7 +146,7 @@ def serve(path: str) -> None:
                     send(conn, {"exit": os.waitstatus_to_exitcode(status)})
                 except OSError:
                     pass
-                if conn in [k.fileobj for k in selector.get_map().values()]:
+                if conn in selector.get_map():  # not yet unregistered as closed by its client
                     selector.unregister(conn)
                 conn.close()
     finally:
