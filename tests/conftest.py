@@ -6,17 +6,20 @@ import shutil
 import pytest
 import torch
 
-# the tiny pipeline's modules, longest first: its build (test_pipeline_e2e.py), then the modules that rerun stages
-TINY_PIPELINE_MODULES = ("test_pipeline_e2e.py", "test_pipeline_reruns.py", "test_pipeline_queue.py",
-                         "test_pipeline_real.py")
+# The modules' order, which pytest-xdist (`--dist loadfile --no-loadscope-reorder`, pyproject.toml) follows in handing
+# them to its workers: the tiny pipeline's build (test_pipeline_e2e.py) on one worker; meanwhile, on the other, modules
+# that need no tiny pipeline (the build keeps about 1.6 of the 2 cores busy, and that worker would otherwise wait for
+# it); then the modules that rerun the built stages, the longest first; then the rest, short ones filling both workers
+# at the end (by default xdist sorts by number of tests, which put a one-test module of 140 s last, on one worker
+# while the other waited).
+FIRST_MODULES = ("test_pipeline_e2e.py",
+                 "test_params_deps.py", "test_figures.py", "test_environment.py", "test_readme_examples.py",
+                 "test_pipeline_reruns.py", "test_pipeline_queue.py", "test_pipeline_real.py")
 
 
 def pytest_collection_modifyitems(items):
-    """The tiny pipeline's modules before the others, which keep their order. pytest-xdist (`--dist loadfile
-    --no-loadscope-reorder`, pyproject.toml) hands modules to its workers in this order, so the long ones start
-    first and the short ones fill both workers at the end (by default it sorts by number of tests, which put a
-    one-test module of 140 s last, on one worker while the other waited)."""
-    rank = {name: k for k, name in enumerate(TINY_PIPELINE_MODULES)}
+    """FIRST_MODULES in their order, before the others, which keep theirs."""
+    rank = {name: k for k, name in enumerate(FIRST_MODULES)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
 
 
