@@ -13,7 +13,8 @@ import torch
 # at the end (by default xdist sorts by number of tests, which put a one-test module of 140 s last, on one worker
 # while the other waited).
 FIRST_MODULES = ("test_pipeline_e2e.py",
-                 "test_params_deps.py", "test_figures.py", "test_environment.py", "test_readme_examples.py",
+                 "test_params_deps.py", "test_figures.py", "test_environment.py", "test_tracking.py",
+                 "test_readme_examples.py",
                  "test_pipeline_reruns.py", "test_pipeline_queue.py", "test_pipeline_real.py")
 
 

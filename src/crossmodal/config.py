@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from .io import InputError
+from .io import InputError, load_yaml
 
 
 # --------------------------------------------------------------------------------------------------
@@ -1010,7 +1010,7 @@ def load(path: str | os.PathLike | None = None) -> Config:
     if not path.is_file():
         raise InputError(f"missing parameter file: {path}")
     try:
-        data = yaml.safe_load(path.read_text())
+        data = load_yaml(path.read_text())
     except yaml.YAMLError as err:
         raise InputError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from None
     return from_data(data)

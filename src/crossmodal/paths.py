@@ -92,3 +92,13 @@ def code(closure_key: str) -> Path:
 def params_values(stage: str, paper: str | None = None) -> Path:
     """The values of the params a stage reads (the `params` stage writes them; the stage depends on this file)."""
     return PARAMS / (f"{paper}/{stage}.json" if paper else f"{stage}.json")
+
+
+def maf_reads(cfg, system: str) -> list[Path]:
+    """The files HOCA's Fig. 7 panel of `system` reads (reports/hoca_figures.py `load_maf`): its model file, its
+    vocabulary's vocab.json and labels.h5, and the feature file of each of its named inputs. Here, not beside
+    `load_maf`, so that `pipelines` lists them without importing matplotlib (0.7 s of every `code` and `params`)."""
+    spec = cfg.model_of(system)
+    folder = vocabulary(spec.vocabulary, cfg.vocabularies[spec.vocabulary].corpus)
+    return [MODELS / system / "model.pt", folder / "vocab.json", folder / "labels.h5",
+            *(features(s) for s in spec.inputs.values())]

@@ -27,7 +27,7 @@ import yaml
 
 from . import closures, manifests, paths
 from .config import PAPERS, VIDEO_DATASETS, VIDEO_MODALITIES, Config
-from .io import InputError, write_text
+from .io import InputError, load_yaml, write_text
 
 PARAMS_FILE = "params.yaml"  # the params file, which DVC reads by default
 HEADER = ("# Written by `python -m crossmodal pipelines` from params.yaml and the code's imports: do not edit by hand.\n"
@@ -344,8 +344,6 @@ def hoca_figures_drawn(cfg: Config) -> bool:
 
 def hoca_figures_stage(cfg: Config) -> dict:
     """HOCA's Figs. 5-7 (stages/hoca_figures.py), when params name their systems."""
-    from .reports.hoca_figures import FIG5, FIG6, FIG7, FOLDER, maf_reads
-
     figures = cfg.hoca_figures
     if not hoca_figures_drawn(cfg):
         return {}
@@ -354,13 +352,13 @@ def hoca_figures_stage(cfg: Config) -> dict:
         raise InputError(f"params.yaml: hoca_figures names {unknown[0]!r}, which is not a system")
     ranks = ",".join(f"{cfg.model_of(s).model_args.get('rank', 1)}:{s}" for s in figures.rank_sweep)
     return {"hoca_figures": _stage(
-        f"python -m crossmodal hoca-figures --out {FOLDER} --ranks {ranks} --full {figures.full} "
+        f"python -m crossmodal hoca-figures --out {paths.HOCA_FIGURES} --ranks {ranks} --full {figures.full} "
         f"--curves {','.join(figures.curves)} --maf {','.join(figures.maf)}",
         ["profile", "evaluation.max_length", "hoca_figures",
          *grouped(cfg, _dedupe([k for s in figures.maf for k in cfg.model_sources(s)]))],
         [*(paths.METRICS / f"{s}.json" for s in _dedupe([*figures.rank_sweep, figures.full, *figures.curves])),
-         *_dedupe([str(f) for s in figures.maf for f in maf_reads(cfg, s)]), *stage_code("hoca_figures")],
-        [{str(FOLDER / name): {"cache": False}} for name in (FIG5, FIG6, FIG7)], wdir="../..")}
+         *_dedupe([str(f) for s in figures.maf for f in paths.maf_reads(cfg, s)]), *stage_code("hoca_figures")],
+        [{str(path): {"cache": False}} for path in paths.HOCA_FIGURE_FILES.values()], wdir="../..")}
 
 
 def hoca_cost_stage(cfg: Config) -> dict:
@@ -412,12 +410,12 @@ def render(stages: dict, what: str, plots: list | None = None, params: list | No
     return HEADER.format(what=what) + body
 
 
-def _stage_sets(cfg: Config) -> tuple[dict, dict[str, dict]]:
-    """(the shared stages, {paper: its stages}), each stage still listing the params key paths it reads."""
+def _stage_sets(cfg: Config, code: bool = True) -> tuple[dict, dict[str, dict]]:
+    """(the shared stages, {paper: its stages}), each stage still listing the params key paths it reads; without
+    `code` (whose closures take a second to compute) when not `code`."""
     papers = {paper: stages for paper in PAPERS if (stages := paper_stages(cfg, paper))}
-    spine = spine_stages(cfg)
-    spine = {"params": params_stage(), **spine}
-    return {"code": code_stage([spine, *papers.values()]), **spine}, papers
+    spine = {"params": params_stage(), **spine_stages(cfg)}
+    return {**({"code": code_stage([spine, *papers.values()])} if code else {}), **spine}, papers
 
 
 def _param_values_files(spine: dict, papers: dict[str, dict]) -> dict[Path, list[str]]:
@@ -436,7 +434,7 @@ def _param_values_files(spine: dict, papers: dict[str, dict]) -> dict[Path, list
 
 def param_lists(cfg: Config) -> dict[Path, list[str]]:
     """{values file: the params key paths its stage reads}: what the `params` stage writes (stages/params.py)."""
-    return _param_values_files(*_stage_sets(cfg))
+    return _param_values_files(*_stage_sets(cfg, code=False))  # `code` reads no params key
 
 
 def expected_files(cfg: Config) -> dict[Path, str]:
@@ -472,8 +470,8 @@ def check_current(cfg: Config, root: Path) -> None:
     stage keeps those current by itself.)"""
     files, differ, stale = _differences(cfg, root)
     for path in differ:
-        have = yaml.safe_load((root / path).read_text())["stages"] if (root / path).is_file() else {}
-        want = yaml.safe_load(files[path])["stages"]
+        have = load_yaml((root / path).read_text())["stages"] if (root / path).is_file() else {}
+        want = load_yaml(files[path])["stages"]
         names = [n for n in want if have.get(n) != want[n]] + [n for n in have if n not in want]
         raise InputError(f"{path} is out of date with params.yaml (stage {', '.join(names[:3])}"
                          f"{' …' if len(names) > 3 else ''}): run `python -m crossmodal pipelines`, then repeat")

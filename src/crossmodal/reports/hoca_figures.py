@@ -236,15 +236,6 @@ def maf_png(captions: Sequence[MafCaption], clip: int, data: str = WORLD) -> byt
     return drawn(maf_figure, captions, clip, data)
 
 
-def maf_reads(cfg, system: str) -> list[Path]:
-    """The files Fig. 7's panel of `system` reads (`load_maf`), relative to the repository root: its model file, its
-    vocabulary's vocab.json and labels.h5, and the feature file of each of its named inputs."""
-    spec = cfg.model_of(system)
-    folder = paths.vocabulary(spec.vocabulary, cfg.vocabularies[spec.vocabulary].corpus)
-    return [paths.MODELS / system / "model.pt", folder / "vocab.json", folder / "labels.h5",
-            *(paths.features(s) for s in spec.inputs.values())]
-
-
 def load_maf(cfg, root: Path, system: str, clip: int | None = None, label: str | None = None
              ) -> tuple[int, MafCaption]:
     """Fig. 7's panel of a trained `system` (params.yaml): its model (data/models/<system>/model.pt), vocabulary
@@ -256,7 +247,7 @@ def load_maf(cfg, root: Path, system: str, clip: int | None = None, label: str |
     from ..models.registry import build_model, load_state, read_model_file
 
     spec = cfg.model_of(system)
-    path, vocabulary, labels = (root / f for f in maf_reads(cfg, system)[:3])
+    path, vocabulary, labels = (root / f for f in paths.maf_reads(cfg, system)[:3])
     words = load_vocabulary(vocabulary)
     if clip is None:
         ids = load_labels(labels, "test").image_ids

@@ -85,7 +85,7 @@ import yaml
 
 from crossmodal import paths
 from crossmodal.environment import summary as environment_summary
-from crossmodal.io import InputError, read_json, write_json, write_text
+from crossmodal.io import InputError, SafeLoader, read_json, write_json, write_text
 
 REFERENCE_LABELS = {"constant_caption": "Constant caption", "human_ceiling": "Human ceiling"}
 REFERENCE_HEADING = "Reference points (ours, same test split)"
@@ -199,7 +199,7 @@ class PaperTable:
 # ---------------------------------------------------------------- loading and validation
 
 
-class _StrictLoader(yaml.SafeLoader):
+class _StrictLoader(SafeLoader):
     """SafeLoader that rejects duplicate keys: a repeated column in a row would silently drop a number."""
 
 

@@ -20,11 +20,10 @@ import sys
 import time
 from pathlib import Path
 
-import yaml
 
 from .. import paths
 from ..config import repo_root
-from ..io import InputError, write_json
+from ..io import InputError, load_yaml, write_json
 from .common import progress, record_environment, set_threads
 
 ARGUMENTS = {"--measure": "one row of hoca_cost.rows, measured in this process (the stage runs each so)"}
@@ -47,7 +46,7 @@ def row_config(cfg, params_path: Path, row: str):
 
     cost = cfg.hoca_cost
     system = cost.rows[row]
-    data = yaml.safe_load(params_path.read_text())
+    data = load_yaml(params_path.read_text())
     data[cfg.paper_of(system)]["systems"][row] = {
         "of": system, "model_args": dict(cost.model_args),
         "train": {"batch_size": cost.batch_size, "max_epochs": cost.epochs, "patience": 0}}

@@ -4,7 +4,7 @@ PNGs in `--out`, and a JSON summary of what they show on stdout.
 - Fig. 5 reads the test CIDEr-D of each `--ranks` system (L-HOCA-UBT at rank k) and of `--full` (HOCA-UBT);
 - Fig. 6 the validation history of each `--curves` system;
 - Fig. 7 decodes the first test clip of the first `--maf` system's vocabulary with each `--maf` system (their model
-  files, vocabularies and feature sets: reports/hoca_figures.py `maf_reads`).
+  files, vocabularies and feature sets: paths.py `maf_reads`).
 
 The data each figure names comes from the vocabulary's corpus of its first system ("MSVD-like synthetic video world"
 under the synthetic profile)."""

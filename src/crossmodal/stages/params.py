@@ -13,10 +13,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import yaml
 
 from .. import paths
-from ..io import InputError, atomic_path, write_text
+from ..io import InputError, atomic_path, load_yaml, write_text
 
 
 def _value(tree, key: str):
@@ -32,7 +31,7 @@ def run(cfg, root: Path, args) -> None:
     from ..pipelines import param_lists
 
     source = Path(args.params) if args.params else root / "params.yaml"
-    raw = yaml.safe_load(source.read_text(encoding="utf-8"))
+    raw = load_yaml(source.read_text(encoding="utf-8"))
     lists = param_lists(cfg)
     with atomic_path(root / paths.PARAMS) as tmp:  # the whole folder at once: no file of a removed stage stays
         for path, keys in lists.items():
