@@ -13,17 +13,22 @@ import os
 import random
 import socket
 import stat
+import subprocess
 import tarfile
 import time
 import tracemalloc
 import zipfile
+from pathlib import Path
 
 import pytest
+import yaml
 from loopback_http import LoopbackHTTPServer, refused_url
 
 from crossmodal.data import download
 from crossmodal.data.download import RemoteFile, fetch_dataset, fetch_file, file_name
 from crossmodal.io import InputError
+
+ROOT = Path(__file__).resolve().parents[1]
 
 PAYLOAD = random.Random(0).randbytes(2_500_000)        # spans three 1 MiB chunks
 PAYLOAD_SHA = hashlib.sha256(PAYLOAD).hexdigest()
@@ -572,3 +577,19 @@ def test_the_download_stage_in_a_queued_experiments_copy_fetches_nothing(tmp_pat
     stage.run(from_data(params), copy, SimpleNamespace(dataset="placed"))  # not fetched: what the user placed
     assert os.path.samefile(copy / "data/raw/placed/p.tsv", repo / "data/raw/placed/p.tsv")
     assert (copy / "data/raw/placed/MANIFEST.json").read_text() == (repo / "data/raw/placed/MANIFEST.json").read_text()
+
+
+def test_git_holds_each_downloads_note_and_nothing_else_of_data():
+    """Each `download-<dataset>` stage's note, its whole output under the synthetic profile, is committed, so that a
+    queued experiment's copy has it and reruns none of those stages; the rest of data/, a download's files and the
+    notes of the worlds DVC caches included, stays out of git."""
+    datasets = yaml.safe_load((ROOT / "params.yaml").read_text())["datasets"]
+    notes = [f"data/raw/{name}/MANIFEST.json" for name in datasets]
+    others = ["data/raw/karpathy/caption_datasets.zip", "data/raw/karpathy/SHA256SUMS",
+              "data/raw/msvd/sub/MANIFEST.json",
+              "data/raw/image_world/dataset_coco.json", "data/raw/image_world/MANIFEST.json",
+              "data/raw/image_world.manifest.json", "data/processed/captions/min5/vocab.json", "data/MANIFEST.json"]
+    check = subprocess.run(["git", "check-ignore", "--no-index", *notes, *others], cwd=ROOT, capture_output=True,
+                           text=True)
+    assert sorted(check.stdout.split()) == sorted(others)
+
