@@ -35,10 +35,11 @@ import tempfile
 
 from .stage_client import ENV, FORWARDED, HELPERS_ENV, send
 
-# what stages import that costs most: torch, MLflow (and their MLflow workers' SQLite store), and matplotlib, whose
-# figure module every report and the stage files' generator (the index's figures) import: 0.7 s a process
+# what stages import that costs most: torch, MLflow (and their MLflow workers' SQLite store), matplotlib, whose
+# figure module every report and the stage files' generator (the index's figures) import: 0.7 s a process, and
+# scipy's statistics, which the index's claims import (2 s)
 PRELOAD = ("torch", "torch._dynamo", "mlflow", "mlflow.store.tracking.sqlalchemy_store", "matplotlib.figure",
-           "matplotlib.backends.backend_agg")
+           "matplotlib.backends.backend_agg", "scipy.stats")
 # set per command by DVC, the shell or here; or by torch's and MLflow's imports, which keep a value they find: a
 # client whose parent imported them (a test) has its own, and its child keeps it
 VARYING = {"PWD", "OLDPWD", "SHLVL", "_", "PS1", ENV, HELPERS_ENV, "TORCHINDUCTOR_CACHE_DIR",
