@@ -137,3 +137,43 @@ def test_a_client_that_dies_takes_its_command_with_it(served):
     client.kill()
     client.wait()
     assert _gone(child)
+
+
+def _ancestors(pid: int) -> list[int]:
+    out = []
+    while pid > 1:
+        pid = int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1])
+        out.append(pid)
+    return out
+
+
+def test_a_served_dvc_process_runs_its_stage_and_ctrl_c_reaches_the_stages_command(served):
+    """`python -m crossmodal.stage_server --dvc` (how `python -m crossmodal.repro` runs each stage): DVC forked by
+    the server runs and records the stage; Ctrl-C, which DVC ignores while a command runs, reaches the command
+    through the process group the DVC process leads, and DVC records nothing."""
+    work, env, server = served
+    bin_env = {**env, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"}  # unserved: another PATH
+    subprocess.run(["dvc", "init", "--no-scm", "-q"], cwd=work, env=bin_env, check=True)
+    (work / "dvc.yaml").write_text("stages:\n" + "".join(f"  {name}: {{cmd: {sys.executable} -m crossmodal {args} > "
+                                                         f"{name}.txt, outs: [{name}.txt]}}\n"
+                                                         for name, args in (("done", "a 0"), ("wait", "wait"))))
+    launch = (f"import sys; sys.path.insert(0, {str(SRC)!r}); from crossmodal.stage_server import run_dvc; "
+              "sys.exit(run_dvc(sys.argv[1:]))")  # `python -m crossmodal` here is the stand-in
+    dvc = lambda *args: subprocess.run(["dvc", *args], cwd=work, env=bin_env, capture_output=True,  # noqa: E731
+                                       text=True)
+    done = subprocess.run([sys.executable, "-c", launch, "repro", "done"], cwd=work, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0 and "Running stage 'done'" in done.stdout, done.stdout + done.stderr
+    assert "up to date" in dvc("status", "done").stdout
+    waiting = subprocess.Popen([sys.executable, "-c", launch, "repro", "wait"], cwd=work, env=env, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 60
+    while not ((work / "wait.txt").is_file() and (work / "wait.txt").read_text()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    command = int((work / "wait.txt").read_text().split()[-1])
+    assert server.pid in _ancestors(command) and waiting.pid not in _ancestors(command), \
+        waiting.stdout.read() if waiting.poll() is not None else "not served"  # DVC is the server's child
+    waiting.send_signal(signal.SIGINT)
+    out, _ = waiting.communicate(timeout=60)
+    assert waiting.returncode != 0 and _gone(command), out
+    assert "changed outs" in dvc("status", "wait").stdout

@@ -41,11 +41,11 @@ def run_on_server(argv: list[str], module: str = "crossmodal", variable: str = E
             print(f"stage server: running here ({first['local']})", file=sys.stderr)
         conn.close()
         return None
-    child = first["pid"]
+    child, kill = first["pid"], os.killpg if first.get("group") else os.kill  # a DVC process leads a group
 
     def forward(signum, frame):
         try:
-            os.kill(child, signum)
+            kill(child, signum)
         except ProcessLookupError:  # it has just ended
             pass
 
