@@ -64,8 +64,7 @@ def fill_placeholders(clone: Path) -> int:
                 if path.exists():
                     continue
                 made += 1
-                if str(item.get("md5", "")).endswith(".dir"):
-                    path.mkdir(parents=True)
+                if str(item.get("md5", "")).endswith(".dir"):  # a folder: of one file
                     path = path / "placeholder"
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(f"placeholder for stage {name}\n")
