@@ -1,8 +1,9 @@
 """The stage server (crossmodal/stage_server.py): a command it serves ends as it would in its own process, with the
 same output and status; an environment it cannot serve runs in the command's own process; Ctrl-C reaches the
-command, and through a served DVC process, the command of its stage; a client that dies takes the command with it. The commands here are a stand-in `crossmodal` package in
-the working directory, which `python -m crossmodal` imports first (the server's child does as well); the pipeline's
-own stages run through the server in the tests' tiny pipeline (tiny_pipeline.py, `python -m crossmodal.repro`)."""
+command, and through a served DVC process, the command of its stage; a client that dies takes the command with it.
+The commands here are a stand-in `crossmodal` package in the working directory, which `python -m crossmodal` imports
+first (the server's child does as well); the pipeline's own stages run through the server in the tests' tiny
+pipeline (tiny_pipeline.py, `python -m crossmodal.repro`)."""
 from __future__ import annotations
 
 import os
