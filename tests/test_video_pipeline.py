@@ -76,6 +76,22 @@ def test_each_dataset_is_processed_as_the_image_worlds_captions(world):
     assert not (root / paths.CAPTIONS).exists()  # the image world's captions are prepro_captions' alone
 
 
+def test_clips_are_decoded_with_torch_and_blas_on_one_thread_and_training_gets_its_threads_back():
+    """A second thread of torch or of numpy's BLAS spins between calls and slowed FFmpeg's decoding down
+    (benchmarks/results/extract_decode.md); the extractor then trains with the stage's threads, as before."""
+    from threadpoolctl import threadpool_info
+
+    torch.set_num_threads(2)
+    with extract_video.one_thread():
+        assert torch.get_num_threads() == 1
+        blas = [lib for lib in threadpool_info() if lib["user_api"] == "blas"]
+        assert blas and all(lib["num_threads"] == 1 for lib in blas)
+    assert torch.get_num_threads() == 2
+    with pytest.raises(RuntimeError), extract_video.one_thread():
+        raise RuntimeError("a clip that fails to decode")
+    assert torch.get_num_threads() == 2
+
+
 def test_feature_sets_hold_each_clips_time_steps_under_its_item_id(tmp_path):
     features = {"video3": np.arange(12, dtype=np.float32).reshape(4, 3), "video1": np.ones((2, 3), np.float32)}
     path = tmp_path / paths.features("msrvtt_frames")

@@ -14,6 +14,7 @@ says how to extract them) to the same feature sets."""
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +36,25 @@ def clip_files(root: Path, dataset: str) -> dict[str, Path]:
         mapping = dict(line.split() for line in (folder / "youtube_mapping.txt").read_text().splitlines())
         return {video_id: folder / "YouTubeClips" / f"{clip}.avi" for clip, video_id in mapping.items()}
     return {f.stem: f for f in sorted((folder / "videos").glob("*.mp4"))}
+
+
+@contextmanager
+def one_thread():
+    """torch and numpy's BLAS on one thread while the clips are decoded. Between its calls a two-thread library
+    leaves a worker spinning on the other core for a while, and FFmpeg's decoder, which runs between them, waited
+    on it: the audio extractor's log-mel filterbank product (numpy, OpenBLAS) made decoding a clip about 4 times
+    slower (docs/performance.md). The work done per clip is elementwise or per row, so one thread computes the
+    same numbers (the feature files are byte-identical)."""
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with threadpool_limits(limits=1, user_api="blas"):
+            yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def write_feature_set(path: Path, features: dict[str, np.ndarray], frames: dict[str, int]) -> None:
@@ -87,13 +107,14 @@ def run(cfg, root: Path, args) -> None:
 
     fcfg = cfg.video.features
     clips = []  # (dataset, video id, labels, inputs [T, ...], frames of the clip)
-    for dataset in VIDEO_DATASETS:
-        labels = json.loads((root / paths.VIDEO_WORLD / dataset / "clips.json").read_text())
-        for video_id, file in tqdm(clip_files(root, dataset).items(), desc=f"{dataset} clips",
-                                   disable=not progress(cfg)):
-            clip = read_clip(file)
-            clips.append((dataset, video_id, labels[video_id], clip_inputs(clip, fcfg, (modality,))[modality],
-                          len(clip.frames)))
+    with one_thread():
+        for dataset in VIDEO_DATASETS:
+            labels = json.loads((root / paths.VIDEO_WORLD / dataset / "clips.json").read_text())
+            for video_id, file in tqdm(clip_files(root, dataset).items(), desc=f"{dataset} clips",
+                                       disable=not progress(cfg)):
+                clip = read_clip(file)
+                clips.append((dataset, video_id, labels[video_id], clip_inputs(clip, fcfg, (modality,))[modality],
+                              len(clip.frames)))
     split = {s: [c for c in clips if c[2]["split"] == s] for s in ("train", "val")}
     net, losses = train_extractor(modality, [c[3] for c in split["train"]],
                                   [label_vector(c[2], modality) for c in split["train"]], fcfg, progress(cfg))
