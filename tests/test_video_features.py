@@ -101,10 +101,32 @@ def test_each_extractor_learns_its_labels():
     for modality, group, floor in (("frames", "place", 0.9), ("motion", "action", 0.5), ("audio", "material", 0.6)):
         x = [i[modality] for i in inputs]
         y = [label_vector(e, modality) for e in entries]
-        net, losses = train_extractor(modality, x, y, CFG)
+        net, curve = train_extractor(modality, x, y, CFG)
+        losses = curve["train_loss"]
+        assert len(losses) == CFG.epochs and set(curve) == {"train_loss"}  # patience 0: every epoch, the last kept
         assert losses[-1] < 0.6 * losses[0], (modality, losses)
         assert group_accuracy(net, modality, x, y)[group] > floor, modality
         features = extract(net, x[0])
         assert features.shape == (CFG.frames_per_clip, CFG.dims[modality]) and features.dtype == np.float32
         again, _ = train_extractor(modality, x, y, CFG)
         assert np.array_equal(extract(again, x[0]), features)  # seeded: the same bits
+
+
+def test_an_extractor_stops_by_the_early_stopping_rule_and_keeps_its_best_epoch():
+    clips = make_clips(WORLD, "msrvtt") + make_clips(WORLD, "msvd")
+    inputs = [clip_inputs(decoded(c), CFG, ("audio",))["audio"] for c in clips]
+    targets = [label_vector(labels(c), "audio") for c in clips]
+    train, val = (inputs[:30], targets[:30]), (inputs[30:], targets[30:])
+    cfg = dataclasses.replace(CFG, epochs=40, patience=2, min_delta=0.01)
+    net, curve = train_extractor("audio", *train, cfg, val=val)
+    accuracy, best = curve["val_mean_accuracy"], curve["best_epoch"]
+    assert len(curve["train_loss"]) == len(accuracy) < cfg.epochs  # stopped by patience, not by the cap
+    assert best == accuracy.index(max(accuracy)) + 1 < len(accuracy)
+    reference, gain = -1.0, 0  # the rule, directly: the last epoch that beat the reference by more than min_delta
+    for epoch, value in enumerate(accuracy, 1):
+        if value > reference + cfg.min_delta:
+            reference, gain = value, epoch
+    assert len(accuracy) - gain == cfg.patience
+    assert np.mean(list(group_accuracy(net, "audio", *val).values())) == accuracy[best - 1]  # the best weights
+    with pytest.raises(ValueError, match="val clips"):
+        train_extractor("audio", *train, cfg)

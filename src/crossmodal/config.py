@@ -288,7 +288,7 @@ class VideoFeatureConfig:
     """The three video feature extractors (stages extract_frames, extract_motion, extract_audio; features/video.py):
     T sampled frames per clip (paper: 80), the motion chunk's frames (I3D: 64), the audio window in seconds (VGGish:
     0.96) and its mel bands (64), each modality's feature width, the first convolution's channels (then 2x, 4x), and
-    the networks' training."""
+    the networks' training (early stopping on the val clips with `patience` > 0, as the attribute detector)."""
 
     seed: int = 0
     frames_per_clip: int = 8
@@ -297,11 +297,15 @@ class VideoFeatureConfig:
     mels: int = 32
     dims: dict[str, int] = field(default_factory=lambda: {"frames": 128, "motion": 64, "audio": 64})
     channels: int = 16
-    epochs: int = 12
+    epochs: int = 12  # the cap when patience > 0
+    patience: int = 0  # epochs without a gain of more than min_delta in validation accuracy that end a run; 0: never
+    min_delta: float = 0.0
     batch_size: int = 32
     lr: float = 0.002
 
     def __post_init__(self) -> None:
+        if self.patience < 0 or self.min_delta < 0:
+            raise ValueError("patience and min_delta must be >= 0")
         if set(self.dims) != set(VIDEO_MODALITIES):
             raise ValueError(f"dims needs exactly {', '.join(VIDEO_MODALITIES)}")
         if self.frames_per_clip < 1 or self.chunk_frames < 2 or self.chunk_frames % 2:

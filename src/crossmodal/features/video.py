@@ -23,7 +23,8 @@ clip carrying its clip's labels:
 - frames: the colours and the shapes in view (subject, twin, distractor), and the place;
 - motion: the actions in view (the distractor's "drifting" included) and their directions;
 - audio: the material and the subject's action (its strikes' rhythm).
-Adam, seeded; the stage reports each label group's accuracy on the val clips (`group_accuracy`).
+Adam, seeded, for `epochs` epochs, or by the trainer's early-stopping rule on the val clips with `patience` > 0
+(`train_extractor`); the stage reports each label group's accuracy on the val clips (`group_accuracy`).
 """
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ from tqdm import tqdm
 
 from ..config import VIDEO_MODALITIES as MODALITIES, VideoFeatureConfig  # params `video.features`
 from ..data.video_files import DecodedClip
+from ..training.stopping import EarlyStopping
 from ..worlds.video_world import ACTIONS, COLORS, DIRECTION_WORDS, MATERIALS, PLACES, SHAPES
 
 LABEL_GROUPS: dict[str, dict[str, tuple[str, ...]]] = {
@@ -134,17 +136,27 @@ class Extractor(nn.Module):
 
 
 def train_extractor(modality: str, inputs: Sequence[torch.Tensor], targets: Sequence[np.ndarray],
-                    cfg: VideoFeatureConfig, progress: bool = False) -> tuple[Extractor, list[float]]:
+                    cfg: VideoFeatureConfig, progress: bool = False,
+                    val: tuple[Sequence[torch.Tensor], Sequence[np.ndarray]] | None = None) -> tuple[Extractor, dict]:
     """Train on every sampled position of the clips (`inputs[c]` [T, ...], `targets[c]` its clip's labels);
-    returns the network and the mean training loss of each epoch."""
+    returns the network and its curve, the mean training loss of each epoch (`train_loss`).
+
+    With `cfg.patience` > 0 each epoch is validated on `val` (the val clips' inputs and targets) by the mean of the
+    label groups' accuracies (`group_accuracy`), the run ends by the trainer's early-stopping rule
+    (training/stopping.py) after at most `cfg.epochs` epochs, and the best epoch's weights are kept; the curve
+    adds `val_mean_accuracy` and `best_epoch`. With patience 0 every epoch runs and the last is kept."""
+    if cfg.patience and val is None:
+        raise ValueError("early stopping (patience > 0) needs the val clips")
     generator = torch.Generator().manual_seed(cfg.seed)
     torch.manual_seed(cfg.seed)
     net = Extractor(modality, cfg)
     x = torch.cat(list(inputs))
     y = torch.cat([torch.from_numpy(t).expand(len(i), -1) for i, t in zip(inputs, targets)])
     optimizer = torch.optim.Adam(net.parameters(), lr=cfg.lr)
-    losses = []
-    for _ in tqdm(range(cfg.epochs), desc=f"{modality} extractor", disable=not progress):
+    losses, accuracy, best = [], [], None
+    stopping = EarlyStopping(cfg.patience, cfg.min_delta)
+    for epoch in tqdm(range(1, cfg.epochs + 1), desc=f"{modality} extractor", disable=not progress):
+        net.train()
         order, total = torch.randperm(len(x), generator=generator), 0.0
         for start in range(0, len(x), cfg.batch_size):
             batch = order[start:start + cfg.batch_size]
@@ -154,7 +166,18 @@ def train_extractor(modality: str, inputs: Sequence[torch.Tensor], targets: Sequ
             optimizer.step()
             total += loss.item() * len(batch)
         losses.append(total / len(x))
-    return net.eval(), losses
+        if cfg.patience:
+            accuracy.append(float(np.mean(list(group_accuracy(net.eval(), modality, *val).values()))))
+            if best is None or accuracy[-1] > best[0]:
+                best = (accuracy[-1], {k: v.clone() for k, v in net.state_dict().items()}, epoch)
+            stopping.update(accuracy[-1], epoch)
+            if stopping.spent(epoch):
+                break
+    curve = {"train_loss": losses}
+    if best is not None:
+        net.load_state_dict(best[1])
+        curve |= {"val_mean_accuracy": accuracy, "best_epoch": best[2]}
+    return net.eval(), curve
 
 
 @torch.no_grad()

@@ -6,7 +6,8 @@ feature sets `<dataset>_<modality>` (data/features/msvd_frames.h5, ...) that a H
 The feature sets use the region layout (data/regions.py), one row per sampled time step, keyed by the clip's item id
 (data/video.py `item_id`): row t's "box" is its time span in frames, (i_t, 0, i_t + 1, 1), and the stored "image
 size" is (frames of the clip, 1). The stage's metrics file (reports/metrics/extract_<modality>.json) holds each label
-group's accuracy on the validation clips of both datasets and the training loss per epoch.
+group's accuracy on the validation clips of both datasets and the training loss per epoch (with `patience` > 0
+also the validation accuracy per epoch and the best epoch, whose weights give the features).
 
 Under the real profile the paper's extractors are not run here: the stage converts user-extracted features in the
 per-modality [T, D] layout of data/video.py (`data/raw/video_features/<dataset>/<modality>.h5`, docs/real-data.md
@@ -115,17 +116,16 @@ def run(cfg, root: Path, args) -> None:
                 clip = read_clip(file)
                 clips.append((dataset, video_id, labels[video_id], clip_inputs(clip, fcfg, (modality,))[modality],
                               len(clip.frames)))
-    split = {s: [c for c in clips if c[2]["split"] == s] for s in ("train", "val")}
-    net, losses = train_extractor(modality, [c[3] for c in split["train"]],
-                                  [label_vector(c[2], modality) for c in split["train"]], fcfg, progress(cfg))
-    accuracy = group_accuracy(net, modality, [c[3] for c in split["val"]],
-                              [label_vector(c[2], modality) for c in split["val"]])
+    split = {s: ([c[3] for c in clips if c[2]["split"] == s],
+                 [label_vector(c[2], modality) for c in clips if c[2]["split"] == s]) for s in ("train", "val")}
+    net, curve = train_extractor(modality, *split["train"], fcfg, progress(cfg), val=split["val"])
+    accuracy = group_accuracy(net, modality, *split["val"])
     with torch.no_grad():
         for dataset in VIDEO_DATASETS:
             mine = [c for c in clips if c[0] == dataset]
             write_feature_set(root / paths.features(f"{dataset}_{modality}"), {c[1]: extract(net, c[3]) for c in mine},
                               {c[1]: c[4] for c in mine})
-    summary = {"modality": modality, "val_accuracy": accuracy, "train_loss": losses,
-               "clips": {s: len(c) for s, c in split.items()}}
+    summary = {"modality": modality, "val_accuracy": accuracy, **curve,
+               "clips": {s: len(c[0]) for s, c in split.items()}}
     write_json(root / paths.METRICS / f"extract_{modality}.json", summary)
     print(json.dumps(summary))
