@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 
 import h5py
 import numpy as np
@@ -90,6 +91,24 @@ def test_clips_are_decoded_with_torch_and_blas_on_one_thread_and_training_gets_i
     with pytest.raises(RuntimeError), extract_video.one_thread():
         raise RuntimeError("a clip that fails to decode")
     assert torch.get_num_threads() == 2
+
+
+def test_an_extractor_stage_under_early_stopping_reports_its_curve_and_writes_every_clip(world, tmp_path):
+    _, built = world
+    root = tmp_path / "copy"  # the stage writes features and metrics: a copy keeps the shared world as it was
+    shutil.copytree(built, root)
+    features = {"frames_per_clip": 4, "chunk_frames": 4, "dims": {"frames": 8, "motion": 8, "audio": 8},
+                "channels": 4, "epochs": 8, "patience": 2, "min_delta": 0.001}
+    cfg = from_data({**TINY, "video": {**TINY["video"], "features": features}})
+    extract_video.run(cfg, root, argparse.Namespace(modality="audio"))
+    metrics = json.loads((root / paths.METRICS / "extract_audio.json").read_text())
+    curve = metrics["val_mean_accuracy"]
+    assert len(metrics["train_loss"]) == len(curve) <= features["epochs"]
+    assert metrics["best_epoch"] == curve.index(max(curve)) + 1
+    assert metrics["clips"]["val"] > 0 and metrics["clips"]["train"] > metrics["clips"]["val"]
+    for dataset in ("msvd", "msrvtt"):
+        with RegionFeatures(root / paths.features(f"{dataset}_audio")) as written:
+            assert len(written.ids) == TINY["video"]["world"]["clips"][dataset]  # every split's clips
 
 
 def test_feature_sets_hold_each_clips_time_steps_under_its_item_id(tmp_path):
