@@ -153,7 +153,7 @@ def train_extractor(modality: str, inputs: Sequence[torch.Tensor], targets: Sequ
     x = torch.cat(list(inputs))
     y = torch.cat([torch.from_numpy(t).expand(len(i), -1) for i, t in zip(inputs, targets)])
     optimizer = torch.optim.Adam(net.parameters(), lr=cfg.lr)
-    losses, accuracy, best = [], [], None
+    losses, accuracy, best = [], [], None  # best: the weights of stopping.top_epoch
     stopping = EarlyStopping(cfg.patience, cfg.min_delta)
     for epoch in tqdm(range(1, cfg.epochs + 1), desc=f"{modality} extractor", disable=not progress):
         net.train()
@@ -168,15 +168,15 @@ def train_extractor(modality: str, inputs: Sequence[torch.Tensor], targets: Sequ
         losses.append(total / len(x))
         if cfg.patience:
             accuracy.append(float(np.mean(list(group_accuracy(net.eval(), modality, *val).values()))))
-            if best is None or accuracy[-1] > best[0]:
-                best = (accuracy[-1], {k: v.clone() for k, v in net.state_dict().items()}, epoch)
             stopping.update(accuracy[-1], epoch)
+            if stopping.top_epoch == epoch:
+                best = {k: v.clone() for k, v in net.state_dict().items()}
             if stopping.spent(epoch):
                 break
     curve = {"train_loss": losses}
     if best is not None:
-        net.load_state_dict(best[1])
-        curve |= {"val_mean_accuracy": accuracy, "best_epoch": best[2]}
+        net.load_state_dict(best)
+        curve |= {"val_mean_accuracy": accuracy, "best_epoch": stopping.top_epoch}
     return net.eval(), curve
 
 
