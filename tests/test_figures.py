@@ -186,6 +186,23 @@ def test_scst_runs_get_the_reward_curves(metrics_dir):
     assert "train_CIDEr_sample" not in xe_lines and "val_CIDEr" in xe_lines
 
 
+def test_scst_from_beams_draws_the_beams_reward_and_no_greedy_line(tmp_path):
+    """Under the mean baseline SCST decodes no greedy caption (training/scst.py): its history has the beam
+    candidates' reward only, and the figure labels it so."""
+    history = [{k.replace("sample", "beam"): v for k, v in row.items() if k != "train_CIDEr_greedy"}
+               for row in SCST_HISTORY]
+    path = tmp_path / "x_scst.json"
+    path.write_text(json.dumps(metrics(history, objective="scst")))
+    curves = figures.read_curves(path)
+    assert curves.scst
+    drawn = figures.system_series(curves)[figures.TOP]
+    assert list(drawn) == ["val_CIDEr", "train_CIDEr_beam"]
+    assert drawn["train_CIDEr_beam"].label == "reward: beam candidates"
+    assert drawn["train_CIDEr_beam"].y == pytest.approx([213.0, 228.0])
+    lines = {line.get_gid() for line in figures.system_figure(curves).axes[0].get_lines()}
+    assert "train_CIDEr_beam" in lines and "train_CIDEr_greedy" not in lines
+
+
 def test_the_overview_puts_cross_entropy_and_scst_apart_and_seeds_together(metrics_dir):
     curves = [figures.read_curves(metrics_dir / f"{n}.json") for n in ("updown_seed1", "updown", "updown_scst")]
     groups = figures.overview_groups(curves, SEEDS)

@@ -11,8 +11,9 @@ from crossmodal.decoding.search import beam_search, greedy_decode
 from crossmodal.io import InputError
 from crossmodal.metrics.cider import CiderD
 from crossmodal.models.updown import UpDown
-from crossmodal.training.xe import with_eos
+from crossmodal.training import scst
 from crossmodal.training.scst import advantages, beam_candidates, self_critical_batch, self_critical_loss, token_mask
+from crossmodal.training.xe import with_eos
 
 WORDS = ["<pad>", "<bos>", "<eos>", "<unk>", "a", "b", "c", "d"]
 
@@ -181,18 +182,49 @@ def test_model_learns_a_tiny_task_from_cider_rewards_alone(candidates, baseline)
     cider = CiderD(corpus=references)
     generator = torch.Generator().manual_seed(0)
     opt = torch.optim.Adam(model.parameters(), lr=0.02)
-    first = None
+
+    def greedy_scores_now():
+        seqs, _ = greedy_decode(model.eval(), inputs, 4)
+        return cider.score([" ".join(WORDS[i] for i in s if i) for s in seqs.tolist()], references)
+
+    first = greedy_scores_now().mean()
     for _ in range(150):
         loss, sample_scores, greedy_scores = self_critical_batch(model, inputs, references, cider, WORDS, 8, 4,
                                                                  generator, baseline=baseline, candidates=candidates)
-        assert sample_scores.shape == (16,) and greedy_scores.shape == (2,)
-        first = greedy_scores.mean() if first is None else first
+        assert sample_scores.shape == (16,)
+        assert greedy_scores.shape == (2,) if baseline == "greedy" else greedy_scores is None
         opt.zero_grad()
         loss.backward()
         opt.step()
-    seqs, _ = greedy_decode(model.eval(), inputs, 4)
-    final = cider.score([" ".join(WORDS[i] for i in s if i) for s in seqs.tolist()], references)
+    final = greedy_scores_now()
     assert first < 1.0 and final.min() > 3.0, (first, final)
+
+
+@pytest.mark.parametrize("candidates", ["sample", "beam"])
+def test_the_mean_baseline_decodes_no_greedy_caption_and_keeps_the_candidates_rewards(monkeypatch, candidates):
+    """Under `scst_baseline: mean` no greedy caption is decoded (nothing reads it); the candidates, their rewards and
+    the loss are those of a batch that decoded and scored the greedy captions too: greedy decoding draws no random
+    numbers and the reward's document frequencies come from the corpus, not from the call."""
+    references = [["a b", "a b b"], ["c d", "c d d"]]
+    cider = CiderD(corpus=references)
+    inputs = {"regions": Padded(torch.randn(2, 3, 4, generator=torch.Generator().manual_seed(1)),
+                                torch.ones(2, 3, dtype=torch.bool))}
+
+    def run(**kwargs):
+        model = _updown(dropout=0.3)  # seeds torch, whose stream the candidates' dropout then draws from
+        generator = torch.Generator().manual_seed(0)
+        loss, scores, greedy = self_critical_batch(model, inputs, references, cider, WORDS, 3, 4, generator,
+                                                   candidates=candidates, **kwargs)
+        loss.backward()
+        return loss.detach(), scores, greedy, [p.grad.clone() for p in model.parameters()]
+
+    with_greedy = run(baseline="greedy")
+    mean_loss, mean_scores, mean_greedy, mean_grads = run(baseline="mean")
+    assert mean_greedy is None and with_greedy[2].shape == (2,)
+    np.testing.assert_array_equal(mean_scores, with_greedy[1])  # the same candidates and the same rewards
+    monkeypatch.setattr(scst, "greedy_decode", lambda *a, **k: pytest.fail("greedy decoded under the mean baseline"))
+    again = run(baseline="mean")
+    assert torch.equal(again[0], mean_loss) and all(torch.equal(a, b) for a, b in zip(again[3], mean_grads))
 
 
 def test_validation_decodes_with_the_systems_val_beam(monkeypatch):

@@ -3,8 +3,9 @@ trained system, as static PNGs for the repository and as per-epoch data files fo
 (whose HTML needs a CDN; the PNGs do not; the captioners' only: `dvc plots` draws one field of every file).
 
 Inputs are the metrics files the training stages write (`reports/metrics/<system>.json`): `history` (one row per
-epoch: `epoch`, `train_loss`, `lr`, `val_CIDEr`, and for SCST the rewards `train_CIDEr_sample` and
-`train_CIDEr_greedy`), `best_epoch` and `stopped_by`. Ensembles and reference points have no history: skipped.
+epoch: `epoch`, `train_loss`, `lr`, `val_CIDEr`, and for SCST the mean rewards of its candidates, `train_CIDEr_sample`
+or `train_CIDEr_beam`, and of the greedy baseline where it has one, `train_CIDEr_greedy`), `best_epoch` and
+`stopped_by`. Ensembles and reference points have no history: skipped.
 Caption metrics are on the metrics files' 0-10 scale there; the figures print them x100, as the tables do.
 
 Outputs (`write_figures`):
@@ -58,7 +59,8 @@ METRIC_LABEL = "validation CIDEr-D (x100)"
 METRICS = {METRIC: ("validation CIDEr-D (x100)", "CIDEr-D (x100)"),  # each task's metric: (axis label, short)
            "val_score": ("validation VQA score (x100)", "VQA score (x100)"),  # tasks/vqa.py
            "val_recall": ("validation R@1 (x100)", "R@1 (x100)")}  # tasks/grounding.py
-REWARDS = {"train_CIDEr_sample": "reward: sampled captions", "train_CIDEr_greedy": "reward: greedy (baseline)"}
+REWARDS = {"train_CIDEr_sample": "reward: sampled captions", "train_CIDEr_beam": "reward: beam candidates",
+           "train_CIDEr_greedy": "reward: greedy (baseline)"}  # SCST's, as training/scst.py logs them
 LOSS, LR = "train_loss", "lr"
 STOPPED = ("patience", "max_epochs")  # the trainer's `stopped_by` values
 
@@ -100,7 +102,7 @@ class Curves:
     @property
     def scst(self) -> bool:
         """Whether the run logged SCST's rewards (an SCST run does; the objective field is not needed)."""
-        return all(self.has(key) for key in REWARDS)
+        return any(self.has(key) for key in REWARDS)
 
     @property
     def best_value(self) -> float:
@@ -179,8 +181,7 @@ def system_series(curves: Curves) -> dict[str, dict[str, Series]]:
     rewards x100; BOTTOM the training loss and the learning rate (each when logged). Keyed by the history's keys."""
     x = curves.epochs
     top = {curves.metric: Series(METRICS[curves.metric][0], x, curves.values(curves.metric, SCALE))}
-    if curves.scst:
-        top |= {key: Series(label, x, curves.values(key, SCALE)) for key, label in REWARDS.items()}
+    top |= {key: Series(label, x, curves.values(key, SCALE)) for key, label in REWARDS.items() if curves.has(key)}
     bottom = {key: Series(label, x, curves.values(key)) for key, label in ((LOSS, "training loss"),
                                                                             (LR, "learning rate"))
               if curves.has(key)}
@@ -200,7 +201,8 @@ def system_figure(curves: Curves) -> Figure:
     fig = Figure(figsize=SYSTEM_SIZE, dpi=DPI, layout="constrained")
     top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=[3, 2])
     metric = curves.metric
-    colours = {metric: "C0", "train_CIDEr_sample": "C1", "train_CIDEr_greedy": "C2", LOSS: "C3", LR: "0.45"}
+    colours = {metric: "C0", "train_CIDEr_sample": "C1", "train_CIDEr_beam": "C4", "train_CIDEr_greedy": "C2",
+               LOSS: "C3", LR: "0.45"}
     for key, line in series[TOP].items():
         top.plot(line.x, line.y, marker="o" if key == metric else ".", markersize=4 if key == metric else 3,
                  linewidth=2 if key == metric else 1.2, color=colours[key], label=line.label, gid=key,

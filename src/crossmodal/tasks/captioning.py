@@ -86,7 +86,7 @@ class CaptionData:
 class Captioning(Task):
     metric = "val_CIDEr"
     metric_scale = SCALE
-    scaled_values = ("train_CIDEr_sample", "train_CIDEr_greedy")  # SCST's rewards (training/scst.py)
+    scaled_values = ("train_CIDEr_sample", "train_CIDEr_beam", "train_CIDEr_greedy")  # SCST's (training/scst.py)
 
     def __init__(self, cfg, name, root, dist):
         super().__init__(cfg, name, root, dist)

@@ -1,7 +1,7 @@
 """Self-critical sequence training (Rennie et al., CVPR 2017): REINFORCE with a baseline from the model itself.
 
-Per image, `samples_per_image` candidate captions are drawn and one greedy caption is decoded (eval mode, no
-gradients). The candidates (`train.scst_candidates`) are:
+Per image, `samples_per_image` candidate captions are drawn and, when the baseline needs it, one greedy caption is
+decoded (eval mode, no gradients). The candidates (`train.scst_candidates`) are:
 - `sample`: multinomial samples (train mode, with gradients): Rennie et al. and the official AoANet and X-LAN codes;
 - `beam`: the `samples_per_image` best hypotheses of a beam search (eval mode, no gradients), whose token
   log-probabilities are then computed teacher-forced in train mode, with gradients (`beam_candidates`): the
@@ -16,6 +16,9 @@ The advantage of a candidate is its CIDEr-D minus a baseline (`train.scst_baseli
 - `mean`: the mean CIDEr-D of the image's other samples (Luo, "A better variant of self-critical sequence
   training", 2020), which centres each image's advantages: here samples score far below the greedy caption,
   so against the greedy baseline almost every advantage is negative (benchmarks/results/scst.md).
+  No greedy caption is decoded then: nothing reads it, and decoding it made an ETA step from beams 1.33x as
+  long (benchmarks/results/scst_steps.md). Each epoch's row logs the candidates' mean reward as
+  `train_CIDEr_sample` or `train_CIDEr_beam`, and the greedy captions' as `train_CIDEr_greedy` where decoded.
 Rewards are computed against the image's training references, with document frequencies computed once
 from all training references (`metrics.cider.CiderD(corpus=...)`), as the official AoANet and X-LAN codes
 cache them. The loss is -reward x log p(token), averaged over the sampled tokens including each <eos>
@@ -42,6 +45,9 @@ from ..decoding.search import beam_search, greedy_decode, sample_decode
 from ..metrics.cider import CiderD
 from ..models.base import Captioner
 from .xe import with_eos
+
+# each epoch's mean reward, by whose captions: the candidates' (`train.scst_candidates`) and the greedy baseline's
+REWARD_KEYS = {"sample": "train_CIDEr_sample", "beam": "train_CIDEr_beam", "greedy": "train_CIDEr_greedy"}
 
 
 def reference_corpus(labels, words: list[str]) -> list[list[str]]:
@@ -82,7 +88,7 @@ def self_critical_loss(token_logprobs: torch.Tensor, seqs: torch.Tensor, rewards
     return -(token_logprobs * rewards.unsqueeze(1) * mask).sum() / (mask.sum() if share is None else share(mask.sum()))
 
 
-def advantages(sample_scores: np.ndarray, greedy_scores: np.ndarray, n: int, baseline: str) -> np.ndarray:
+def advantages(sample_scores: np.ndarray, greedy_scores: np.ndarray | None, n: int, baseline: str) -> np.ndarray:
     """[B*n] each sample's reward minus its baseline; an image's n samples are contiguous (module docstring). B may
     be 0 (a process's empty share of a batch)."""
     if baseline == "greedy":
@@ -96,17 +102,20 @@ def self_critical_batch(model: Captioner, inputs: Inputs, references: list[list[
                         cider: CiderD, words: list[str], samples_per_image: int, max_length: int,
                         generator: torch.Generator | None = None, net: Callable | None = None,
                         share: Callable[[torch.Tensor], torch.Tensor] | None = None, baseline: str = "greedy",
-                        candidates: str = "sample") -> tuple[torch.Tensor, np.ndarray, np.ndarray]:
-    """Loss of one batch, and the CIDEr-D of its candidates [B*n] and greedy captions [B] (one scorer call).
+                        candidates: str = "sample") -> tuple[torch.Tensor, np.ndarray, np.ndarray | None]:
+    """Loss of one batch, and the CIDEr-D of its candidates [B*n] and of its greedy captions [B] (one scorer call;
+    None under the `mean` baseline, which decodes no greedy caption).
 
     `references[i]` are image i's references; the model is left in train mode; `candidates` is `sample` or `beam`
     (module docstring). The candidates are drawn as
     `net(fn)` = fn(model) when given (the trainer's DDP wrapper, distributed.Forward); `share` as in
     `self_critical_loss`.
     """
-    model.eval()
-    with torch.no_grad():
-        greedy, _ = greedy_decode(model, inputs, max_length)
+    greedy = None
+    if baseline == "greedy":
+        model.eval()
+        with torch.no_grad():
+            greedy, _ = greedy_decode(model, inputs, max_length)
     model.train()
 
     def draw(m: Captioner) -> tuple[torch.Tensor, torch.Tensor]:
@@ -115,17 +124,21 @@ def self_critical_batch(model: Captioner, inputs: Inputs, references: list[list[
         return sample_decode(m, inputs, max_length, samples_per_image, generator=generator)
 
     samples, token_logprobs = draw(model) if net is None else net(draw)
-    captions = [decode(s, words) for s in samples.tolist()] + [decode(g, words) for g in greedy.tolist()]
-    repeated = [r for r in references for _ in range(samples_per_image)]
-    scores = cider.score(captions, repeated + list(references))
-    sample_scores, greedy_scores = scores[: len(samples)], scores[len(samples):]
+    captions = [decode(s, words) for s in samples.tolist()]
+    refs = [r for r in references for _ in range(samples_per_image)]
+    if greedy is not None:
+        captions += [decode(g, words) for g in greedy.tolist()]
+        refs += list(references)
+    scores = cider.score(captions, refs)
+    sample_scores, greedy_scores = scores[: len(samples)], scores[len(samples):] if greedy is not None else None
     advantage = advantages(sample_scores, greedy_scores, samples_per_image, baseline)
     advantage = torch.from_numpy(advantage).to(token_logprobs.device, token_logprobs.dtype)
     return self_critical_loss(token_logprobs, samples, advantage, share), sample_scores, greedy_scores
 
 
 class Objective:
-    """Self-critical updates; logs the loss and the CIDEr-D of samples and greedy captions."""
+    """Self-critical updates; logs the loss and the mean CIDEr-D of the candidates (`train_CIDEr_sample` or
+    `train_CIDEr_beam`) and, under the greedy baseline, of the greedy captions (`train_CIDEr_greedy`)."""
 
     def __init__(self, task):
         self.task, self.train = task, task.system.train
@@ -142,6 +155,8 @@ class Objective:
             model, inputs, [self.references[i] for i in rows], self.cider, self.task.words,
             self.train.samples_per_image, self.task.max_length, self.generator, net, share,
             self.train.scst_baseline, self.train.scst_candidates)
-        return loss, {"train_loss": (loss.item(), 1.0),  # (sum, count) per rank
-                      "train_CIDEr_sample": (float(np.sum(sample_scores)), float(len(sample_scores))),
-                      "train_CIDEr_greedy": (float(np.sum(greedy_scores)), float(len(greedy_scores)))}
+        logged = {"train_loss": (loss.item(), 1.0),  # (sum, count) per rank
+                  REWARD_KEYS[self.train.scst_candidates]: (float(np.sum(sample_scores)), float(len(sample_scores)))}
+        if greedy_scores is not None:
+            logged[REWARD_KEYS["greedy"]] = (float(np.sum(greedy_scores)), float(len(greedy_scores)))
+        return loss, logged

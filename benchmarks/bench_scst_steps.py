@@ -1,0 +1,112 @@
+"""What an SCST step from beams costs, with and without the greedy caption that the mean baseline never reads.
+
+Under `train.scst_baseline: mean` self-critical training decodes no greedy caption (training/scst.py); before
+2026-11-28 it decoded one per image at every step, for the log only. This benchmark times steps of SCST from beams
+(`scst_candidates: beam`, `scst_baseline: mean`) on the training batches of a built workspace, from the system's
+`init` model: `greedy` decodes the greedy captions first, as the old code did, then runs the step; `none` runs the
+step as the code now does. A step is the candidates, their rewards, the loss, backward, clipping and the update
+(`Trainer.optimise`). Both start from the same weights and optimizer state in each repeat, alternating, so that the
+machine's drift falls on both; medians over the repeats. Each batch size is timed on the first `--steps` batches
+of epoch 1's order.
+
+Run from an activated .venv, on a workspace where the system's init model is built (for ETA's `eta_scst`:
+`dvc repro pipelines/eta/dvc.yaml:eta`):
+`python benchmarks/bench_scst_steps.py [--workspace .] [--system eta_scst] [--batches 20 50] [--steps 15]`.
+Writes benchmarks/results/scst_steps.{json,md}.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import dataclasses
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+
+def measure(workspace: Path, system: str, batch: int, steps: int, repeats: int) -> dict:
+    import torch
+
+    from crossmodal.config import load
+    from crossmodal.decoding.search import greedy_decode
+    from crossmodal.training.scst import self_critical_batch
+    from crossmodal.data.feature_sets import to_device
+    from crossmodal.training.trainer import Trainer
+
+    torch.set_num_threads(2)
+    trainer = Trainer(load(workspace / "params.yaml"), system, workspace, progress=False)
+    task, objective = trainer.task, trainer.task.objective
+    train = dataclasses.replace(objective.train, scst_candidates="beam", scst_baseline="mean")
+    order = trainer.epoch_order(0)
+    shares = [order[i * batch:(i + 1) * batch] for i in range(steps)]
+    batches = [(rows, to_device(inputs, trainer.device)) for rows, inputs in task.train_batches(shares)]
+    start_state = copy.deepcopy((trainer.model.state_dict(), trainer.optimizer.state_dict()))
+
+    def run(with_greedy: bool) -> float:
+        trainer.model.load_state_dict(start_state[0])
+        trainer.optimizer.load_state_dict(start_state[1])
+        torch.manual_seed(0)
+        began = time.perf_counter()
+        for rows, inputs in batches:
+            if with_greedy:  # what the old code decoded before every step, for the log only
+                trainer.model.eval()
+                with torch.no_grad():
+                    greedy_decode(trainer.model, inputs, task.max_length)
+            loss, _, _ = self_critical_batch(trainer.model, inputs, [objective.references[i] for i in rows],
+                                             objective.cider, task.words, train.samples_per_image, task.max_length,
+                                             baseline=train.scst_baseline, candidates=train.scst_candidates)
+            trainer.optimise(loss)
+        return time.perf_counter() - began
+
+    run(False)  # warm-up
+    seconds: dict[str, list[float]] = {"greedy": [], "none": []}
+    for _ in range(repeats):
+        for variant in seconds:
+            seconds[variant].append(run(variant == "greedy"))
+    median = {k: statistics.median(v) for k, v in seconds.items()}
+    return {"batch_images": batch, "steps": len(batches), "seconds": seconds,
+            "ms_per_step": {k: round(1000 * v / len(batches), 1) for k, v in median.items()},
+            "ms_per_image": {k: round(1000 * v / (len(batches) * batch), 2) for k, v in median.items()},
+            "speedup": round(median["greedy"] / median["none"], 2)}
+
+
+def write(report: dict) -> None:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "scst_steps.json").write_text(json.dumps(report, indent=1) + "\n")
+    lines = ["# SCST steps from beams, with and without the unread greedy caption (default profile, synthetic data)",
+             "", f"Machine: {report['machine']}; {report['date']}. System `{report['system']}` from its init model, "
+             f"5 beams per image against their mean reward; medians of {report['repeats']} alternating runs of the "
+             "same steps from the same weights.", "",
+             "| images a step | steps | with greedy (ms a step) | without (ms a step) | with / without (ms an image) "
+             "| speed-up |", "|---:|---:|---:|---:|---|---:|"]
+    for r in report["runs"]:
+        lines.append(f"| {r['batch_images']} | {r['steps']} | {r['ms_per_step']['greedy']} | {r['ms_per_step']['none']}"
+                     f" | {r['ms_per_image']['greedy']} / {r['ms_per_image']['none']} | {r['speedup']}x |")
+    (RESULTS / "scst_steps.md").write_text("\n".join(lines) + "\n")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workspace", type=Path, default=ROOT, help="a built workspace (default: this repository)")
+    parser.add_argument("--system", default="eta_scst")
+    parser.add_argument("--batches", type=int, nargs="+", default=[20, 50], help="images a step")
+    parser.add_argument("--steps", type=int, default=15)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    runs = [measure(args.workspace.resolve(), args.system, b, args.steps, args.repeats) for b in args.batches]
+    for r in runs:
+        print(json.dumps(r), flush=True)
+    from bench_budget import machine
+
+    write({"machine": machine(), "date": time.strftime("%Y-%m-%d"), "system": args.system, "repeats": args.repeats, "runs": runs})
+
+
+if __name__ == "__main__":
+    main()
