@@ -9,9 +9,10 @@ step as the code now does. A step is the candidates, their rewards, the loss, ba
 machine's drift falls on both; medians over the repeats. Each batch size is timed on the first `--steps` batches
 of epoch 1's order.
 
-Run from an activated .venv, on a workspace where the system's init model is built (for ETA's `eta_scst`:
-`dvc repro pipelines/eta/dvc.yaml:eta`):
-`python benchmarks/bench_scst_steps.py [--workspace .] [--system eta_scst] [--batches 20 50] [--steps 15]`.
+Run from an activated .venv, on a workspace where each system's init model is built (for `eta_scst` and
+`xlan_scst`: `dvc repro pipelines/eta/dvc.yaml:eta pipelines/xlan/dvc.yaml:xlan`):
+`python benchmarks/bench_scst_steps.py [--workspace .] [--systems eta_scst xlan_scst] [--batches 20 50]
+[--steps 15]`.
 Writes benchmarks/results/scst_steps.{json,md}.
 """
 from __future__ import annotations
@@ -81,31 +82,36 @@ def write(report: dict) -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "scst_steps.json").write_text(json.dumps(report, indent=1) + "\n")
     lines = ["# SCST steps from beams, with and without the unread greedy caption (default profile, synthetic data)",
-             "", f"Machine: {report['machine']}; {report['date']}. System `{report['system']}` from its init model, "
-             f"5 beams per image against their mean reward; medians of {report['repeats']} alternating runs of the "
-             "same steps from the same weights.", "",
-             "| images a step | steps | with greedy (ms a step) | without (ms a step) | with / without (ms an image) "
-             "| speed-up |", "|---:|---:|---:|---:|---|---:|"]
+             "", f"Machine: {report['machine']}; {report['date']}. Each system from its init model, 5 beams per image "
+             f"against their mean reward; medians of {report['repeats']} alternating runs of the same steps from the "
+             "same weights.", "",
+             "| system | images a step | steps | with greedy (ms a step) | without (ms a step) "
+             "| with / without (ms an image) | speed-up |", "|---|---:|---:|---:|---:|---|---:|"]
     for r in report["runs"]:
-        lines.append(f"| {r['batch_images']} | {r['steps']} | {r['ms_per_step']['greedy']} | {r['ms_per_step']['none']}"
-                     f" | {r['ms_per_image']['greedy']} / {r['ms_per_image']['none']} | {r['speedup']}x |")
+        step, image = r["ms_per_step"], r["ms_per_image"]
+        lines.append(f"| {r['system']} | {r['batch_images']} | {r['steps']} | {step['greedy']} | {step['none']} "
+                     f"| {image['greedy']} / {image['none']} | {r['speedup']}x |")
     (RESULTS / "scst_steps.md").write_text("\n".join(lines) + "\n")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workspace", type=Path, default=ROOT, help="a built workspace (default: this repository)")
-    parser.add_argument("--system", default="eta_scst")
+    parser.add_argument("--systems", nargs="+", default=["eta_scst", "xlan_scst"],
+                        help="SCST systems, their init models built")
     parser.add_argument("--batches", type=int, nargs="+", default=[20, 50], help="images a step")
     parser.add_argument("--steps", type=int, default=15)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    runs = [measure(args.workspace.resolve(), args.system, b, args.steps, args.repeats) for b in args.batches]
-    for r in runs:
-        print(json.dumps(r), flush=True)
+    runs = []
+    for system in args.systems:
+        for batch in args.batches:
+            run = measure(args.workspace.resolve(), system, batch, args.steps, args.repeats)
+            runs.append({"system": system, **run})
+            print(json.dumps(runs[-1]), flush=True)
     from bench_budget import machine
 
-    write({"machine": machine(), "date": time.strftime("%Y-%m-%d"), "system": args.system, "repeats": args.repeats, "runs": runs})
+    write({"machine": machine(), "date": time.strftime("%Y-%m-%d"), "repeats": args.repeats, "runs": runs})
 
 
 if __name__ == "__main__":
