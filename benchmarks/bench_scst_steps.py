@@ -12,8 +12,7 @@ of epoch 1's order.
 Run from an activated .venv, on a workspace where each system's init model is built (for `eta_scst` and
 `xlan_scst`: `dvc repro pipelines/eta/dvc.yaml:eta pipelines/xlan/dvc.yaml:xlan`):
 `python benchmarks/bench_scst_steps.py [--workspace .] [--systems eta_scst xlan_scst] [--batches 20 50]
-[--steps 15]`.
-Writes benchmarks/results/scst_steps.{json,md}.
+[--steps 15] [--name scst_steps]`. Writes benchmarks/results/<name>.{json,md}.
 """
 from __future__ import annotations
 
@@ -78,9 +77,9 @@ def measure(workspace: Path, system: str, batch: int, steps: int, repeats: int) 
             "speedup": round(median["greedy"] / median["none"], 2)}
 
 
-def write(report: dict) -> None:
+def write(report: dict, name: str) -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "scst_steps.json").write_text(json.dumps(report, indent=1) + "\n")
+    (RESULTS / f"{name}.json").write_text(json.dumps(report, indent=1) + "\n")
     lines = ["# SCST steps from beams, with and without the unread greedy caption (default profile, synthetic data)",
              "", f"Machine: {report['machine']}; {report['date']}. Each system from its init model, 5 beams per image "
              f"against their mean reward; medians of {report['repeats']} alternating runs of the same steps from the "
@@ -91,7 +90,7 @@ def write(report: dict) -> None:
         step, image = r["ms_per_step"], r["ms_per_image"]
         lines.append(f"| {r['system']} | {r['batch_images']} | {r['steps']} | {step['greedy']} | {step['none']} "
                      f"| {image['greedy']} / {image['none']} | {r['speedup']}x |")
-    (RESULTS / "scst_steps.md").write_text("\n".join(lines) + "\n")
+    (RESULTS / f"{name}.md").write_text("\n".join(lines) + "\n")
 
 
 def main() -> None:
@@ -102,6 +101,7 @@ def main() -> None:
     parser.add_argument("--batches", type=int, nargs="+", default=[20, 50], help="images a step")
     parser.add_argument("--steps", type=int, default=15)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--name", default="scst_steps", help="the results files' name")
     args = parser.parse_args()
     runs = []
     for system in args.systems:
@@ -111,7 +111,7 @@ def main() -> None:
             print(json.dumps(runs[-1]), flush=True)
     from bench_budget import machine
 
-    write({"machine": machine(), "date": time.strftime("%Y-%m-%d"), "repeats": args.repeats, "runs": runs})
+    write({"machine": machine(), "date": time.strftime("%Y-%m-%d"), "repeats": args.repeats, "runs": runs}, args.name)
 
 
 if __name__ == "__main__":

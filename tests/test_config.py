@@ -171,9 +171,10 @@ def test_the_scst_from_beams_recipe_differs_from_scst_only_where_it_says_and_not
         changed = {f.name for f in dataclasses.fields(TrainConfig)
                    if getattr(beams.train, f.name) != getattr(sampled.train, f.name)}
         if profile == "synthetic":
-            assert changed == {"scst_candidates", "scst_baseline", "lr", "max_epochs", "val_beam"}
+            assert changed == {"scst_candidates", "scst_baseline", "batch_size", "lr", "max_epochs", "val_beam"}
             assert (beams.train.scst_candidates, beams.train.scst_baseline, beams.train.val_beam) == ("beam", "mean", 3)
-            assert (beams.train.lr, beams.train.max_epochs, beams.train.patience) == (8e-5, 30, 2)
+            assert (beams.train.batch_size, beams.train.lr, beams.train.max_epochs, beams.train.patience) == \
+                (50, 2e-4, 30, 2)
         else:  # the paper block restores the papers' sampled SCST at 2e-5, validated greedily, for 15 fixed epochs
             assert changed == set() and sampled.train.scst_candidates == "sample" and sampled.train.max_epochs == 15
 

@@ -16,9 +16,9 @@ The advantage of a candidate is its CIDEr-D minus a baseline (`train.scst_baseli
 - `mean`: the mean CIDEr-D of the image's other samples (Luo, "A better variant of self-critical sequence
   training", 2020), which centres each image's advantages: here samples score far below the greedy caption,
   so against the greedy baseline almost every advantage is negative (benchmarks/results/scst.md).
-  No greedy caption is decoded then: nothing reads it, and decoding it made an ETA step from beams 1.33x as
-  long (benchmarks/results/scst_steps.md). Each epoch's row logs the candidates' mean reward as
-  `train_CIDEr_sample` or `train_CIDEr_beam`, and the greedy captions' as `train_CIDEr_greedy` where decoded.
+  No greedy caption is decoded then: nothing reads it, and decoding it made a step from beams 1.06-1.43x as
+  long (Up-Down, X-LAN, ETA; benchmarks/results/scst_steps*.md). Each epoch's row logs the candidates' mean reward
+  as `train_CIDEr_sample` or `train_CIDEr_beam`, and the greedy captions' as `train_CIDEr_greedy` where decoded.
 Rewards are computed against the image's training references, with document frequencies computed once
 from all training references (`metrics.cider.CiderD(corpus=...)`), as the official AoANet and X-LAN codes
 cache them. The loss is -reward x log p(token), averaged over the sampled tokens including each <eos>
