@@ -177,8 +177,9 @@ class Series:
 
 
 def system_series(curves: Curves) -> dict[str, dict[str, Series]]:
-    """What a system's figure draws, by panel: TOP holds the validation metric x100 and, for SCST runs, the two
-    rewards x100; BOTTOM the training loss and the learning rate (each when logged). Keyed by the history's keys."""
+    """What a system's figure draws, by panel: TOP holds the validation metric x100 and, for SCST runs, the rewards
+    the run logged x100; BOTTOM the training loss and the learning rate (each when logged). Keyed by the history's
+    keys."""
     x = curves.epochs
     top = {curves.metric: Series(METRICS[curves.metric][0], x, curves.values(curves.metric, SCALE))}
     top |= {key: Series(label, x, curves.values(key, SCALE)) for key, label in REWARDS.items() if curves.has(key)}
