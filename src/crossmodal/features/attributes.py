@@ -57,7 +57,7 @@ from ..data.captions import sentence_tokens
 from ..data.karpathy import KarpathyImage
 from ..data.regions import write_region_file
 from ..io import InputError
-from ..training.stopping import EarlyStopping
+from ..training.stopping import BestWeights
 from .grid import grid_features
 
 EVAL_BATCH = 128
@@ -189,8 +189,7 @@ def train_detector(cfg: AttributesConfig, grid_size: int, backbone: nn.Module,
     head = [p for n, p in model.named_parameters() if not n.startswith("backbone.")]
     optimizer = torch.optim.Adam([{"params": model.backbone.parameters(), "lr": cfg.trunk_lr},
                                   {"params": head, "lr": cfg.lr}])
-    n, history, best = len(images["train"]), [], (-1.0, None, 0)
-    stopping = EarlyStopping(cfg.patience, cfg.min_delta)
+    n, history, best = len(images["train"]), [], BestWeights(cfg.patience, cfg.min_delta)
     for epoch in tqdm(range(1, cfg.epochs + 1), desc="attributes", disable=not progress, leave=False):
         model.train()
         order, total = torch.randperm(n, generator=gen), 0.0
@@ -205,16 +204,13 @@ def train_detector(cfg: AttributesConfig, grid_size: int, backbone: nn.Module,
         history.append({"epoch": epoch, "train_loss": total / n, "val_mAP": val["mAP"],
                         f"val_precision_at_{cfg.top_k}": val[f"precision_at_{cfg.top_k}"]})
         log(history[-1], epoch)
-        if val["mAP"] > best[0]:
-            best = (val["mAP"], {k: v.clone() for k, v in model.state_dict().items()}, epoch)
-        stopping.update(val["mAP"], epoch)
-        if stopping.spent(epoch):
+        if best.done(val["mAP"], epoch, model):
             break
-    model.load_state_dict(best[1])
+    best_epoch = best.restore(model)
     probs = {s: predict(model, images[s]) for s in splits}
     test = detection_metrics(probs["test"], labels["test"].numpy(), cfg.top_k)
     _write_sets(cfg, splits, probs, words, caption_words, sizes, out_paths)
-    return {"test": test, "best_epoch": best[2], "history": history, "words": words,
+    return {"test": test, "best_epoch": best_epoch, "history": history, "words": words,
             "train_images": n, "seconds": time.perf_counter() - start}
 
 

@@ -39,7 +39,7 @@ from tqdm import tqdm
 
 from ..config import VIDEO_MODALITIES as MODALITIES, VideoFeatureConfig  # params `video.features`
 from ..data.video_files import DecodedClip
-from ..training.stopping import EarlyStopping
+from ..training.stopping import BestWeights
 from ..worlds.video_world import ACTIONS, COLORS, DIRECTION_WORDS, MATERIALS, PLACES, SHAPES
 
 LABEL_GROUPS: dict[str, dict[str, tuple[str, ...]]] = {
@@ -153,8 +153,7 @@ def train_extractor(modality: str, inputs: Sequence[torch.Tensor], targets: Sequ
     x = torch.cat(list(inputs))
     y = torch.cat([torch.from_numpy(t).expand(len(i), -1) for i, t in zip(inputs, targets)])
     optimizer = torch.optim.Adam(net.parameters(), lr=cfg.lr)
-    losses, accuracy, best = [], [], None  # best: the weights of stopping.top_epoch
-    stopping = EarlyStopping(cfg.patience, cfg.min_delta)
+    losses, accuracy, best = [], [], BestWeights(cfg.patience, cfg.min_delta)
     for epoch in tqdm(range(1, cfg.epochs + 1), desc=f"{modality} extractor", disable=not progress):
         net.train()
         order, total = torch.randperm(len(x), generator=generator), 0.0
@@ -168,15 +167,11 @@ def train_extractor(modality: str, inputs: Sequence[torch.Tensor], targets: Sequ
         losses.append(total / len(x))
         if cfg.patience:
             accuracy.append(float(np.mean(list(group_accuracy(net.eval(), modality, *val).values()))))
-            stopping.update(accuracy[-1], epoch)
-            if stopping.top_epoch == epoch:
-                best = {k: v.clone() for k, v in net.state_dict().items()}
-            if stopping.spent(epoch):
+            if best.done(accuracy[-1], epoch, net):
                 break
     curve = {"train_loss": losses}
-    if best is not None:
-        net.load_state_dict(best)
-        curve |= {"val_mean_accuracy": accuracy, "best_epoch": stopping.top_epoch}
+    if cfg.patience:
+        curve |= {"val_mean_accuracy": accuracy, "best_epoch": best.restore(net)}
     return net.eval(), curve
 
 

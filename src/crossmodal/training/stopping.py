@@ -1,6 +1,7 @@
-"""The early-stopping rule, shared by the trainer (trainer.py, whose docstring states it) and the attribute
-detector's own loop (features/attributes.py): a run stops once `patience` epochs in a row have not beaten the best
-validation value by more than `min_delta` (patience 0: never), and never on an epoch that is itself a new best."""
+"""The early-stopping rule, shared by the trainer (trainer.py, whose docstring states it) and the feature networks'
+own loops (the attribute detector's, features/attributes.py, and the video extractors', features/video.py, through
+`BestWeights`): a run stops once `patience` epochs in a row have not beaten the best validation value by more than
+`min_delta` (patience 0: never), and never on an epoch that is itself a new best."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -35,3 +36,22 @@ class EarlyStopping:
     def load(self, state: dict) -> None:
         self.value, self.epoch, self.top, self.top_epoch = (state["value"], state["epoch"], state["top"],
                                                             state["top_epoch"])
+
+
+class BestWeights:
+    """The rule over a loop's epochs, keeping a copy of the model's weights at its best epoch (`rule.top_epoch`):
+    `done(value, epoch, model)` after each validated epoch says whether the run ends; `restore(model)` loads the best
+    epoch's weights and returns that epoch. (The trainer keeps its own copy: it saves it in checkpoints.)"""
+
+    def __init__(self, patience: int, min_delta: float):
+        self.rule, self.weights = EarlyStopping(patience, min_delta), None
+
+    def done(self, value: float, epoch: int, model) -> bool:
+        self.rule.update(value, epoch)
+        if self.rule.top_epoch == epoch:
+            self.weights = {k: v.clone() for k, v in model.state_dict().items()}
+        return self.rule.spent(epoch)
+
+    def restore(self, model) -> int:
+        model.load_state_dict(self.weights)
+        return self.rule.top_epoch
