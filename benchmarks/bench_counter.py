@@ -1,16 +1,16 @@
-"""The counter's piecewise-linear maps (modules/counter.py, eq. 12) as they are, against a lookup form, side by side.
+"""The counter's piecewise-linear maps (modules/counter.py, eq. 12): the lookup form the module computes, against
+eq. 12 written as its sum, side by side.
 
 Run: PYTHONPATH=src python benchmarks/bench_counter.py [--batch 64] [--calls 50] [--repeats 3]
 Writes benchmarks/results/counter.{json,md}.
 
-`PiecewiseLinear` computes f(x) = Σ_i w_i · clamp(d·x − i, 0, 1) as a product of every input with all d = 16
-pieces' coverage, so on the counter's [B, K, K, K] tensor of eq. 4 it makes 16 times the elements. `Lookup` reads
-the same function from the cumulative sum of the weights at the piece x falls in, plus that piece's fraction:
-f(x) = Σ_{i < ⌊d·x⌋} w_i + (d·x − ⌊d·x⌋) w_⌊d·x⌋, equal in exact arithmetic, with other float32 rounding (the
-sums run in another order), so it would change the last bits of a committed counter run and waits for BAN's
-retrain (docs/reproducibility.md). Workload: one `Counter` call forward and backward (K = 10 objects, random boxes,
-logits and positive piece weights, seeded), the two forms alternating, the median of `--repeats` runs of `--calls`
-calls after a warm-up run, the machine's threads; and the largest differences of the output and the gradients.
+Eq. 12 as written, f(x) = Σ_i w_i · clamp(d·x − i, 0, 1), is a product of every input with all d = 16 pieces'
+coverage (`Coverage` here, the module's form until BAN's retrain), so on the counter's [B, K, K, K] tensor of eq. 4
+it makes 16 times the elements. `PiecewiseLinear` reads the same function from the cumulative sum of the weights at
+the piece x falls in, plus that piece's fraction: equal in exact arithmetic, with other float32 rounding (the sums
+run in another order). Workload: one `Counter` call forward and backward (K = 10 objects, random boxes, logits and
+positive piece weights, seeded), the two forms alternating, the median of `--repeats` runs of `--calls` calls after
+a warm-up run, the machine's threads; and the largest differences of the output and the gradients.
 """
 from __future__ import annotations
 
@@ -25,20 +25,17 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
-def lookup_class():
+def coverage_class():
     from crossmodal.modules.counter import PiecewiseLinear
 
-    class Lookup(PiecewiseLinear):
+    class Coverage(PiecewiseLinear):
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             w = self.weight.abs()
             w = w / w.sum()
-            pieces = w.numel()
-            scaled = (pieces * x).clamp(0, pieces)
-            index = scaled.detach().floor().clamp(max=pieces - 1).long()
-            below = torch.cat([w.new_zeros(1), w.cumsum(0)])  # Σ of the pieces left of each index
-            return below[index] + (scaled - index) * w[index]
+            starts = torch.arange(w.numel(), dtype=x.dtype, device=x.device)
+            return (w.numel() * x.unsqueeze(-1) - starts).clamp(0, 1) @ w  # each piece's coverage, weighted
 
-    return Lookup
+    return Coverage
 
 
 def build(form: type, batch: int, objects: int = 10) -> tuple:
@@ -65,7 +62,7 @@ def call(counter, boxes, logits) -> tuple[torch.Tensor, torch.Tensor, list[torch
 def measure(batch: int, calls: int, repeats: int) -> dict:
     from crossmodal.modules.counter import PiecewiseLinear
 
-    forms = {"coverage": PiecewiseLinear, "lookup": lookup_class()}
+    forms = {"coverage": coverage_class(), "lookup": PiecewiseLinear}
     setups = {name: build(form, batch) for name, form in forms.items()}
     times = {name: [] for name in forms}
     for name in list(forms) * (repeats + 1):

@@ -79,6 +79,25 @@ def test_piecewise_linear_is_eq_12_and_starts_as_the_identity():
     assert f.weight.numel() == 16
 
 
+def test_piecewise_linear_gradients_are_eq_12s():
+    """The lookup form's gradients for x and the weights are those of eq. 12's sum, x = 0 and 1 and piece
+    boundaries included."""
+    torch.manual_seed(1)
+    f = PiecewiseLinear(16).double()
+    with torch.no_grad():
+        f.weight.copy_(torch.rand(16) + 0.1)
+    x = torch.cat([torch.rand(40, dtype=torch.float64), torch.tensor([0.0, 1.0, 0.5, 3 / 16])]).requires_grad_()
+    f(x).sum().backward()
+    got_x, got_w = x.grad.clone(), f.weight.grad.clone()
+    x.grad, f.weight.grad = None, None
+    w = f.weight.abs() / f.weight.abs().sum()
+    sum_form = sum(w[i] * (16 * x - i).clamp(0, 1) for i in range(16))
+    sum_form.sum().backward()
+    inside = (16 * x.detach()) % 1 != 0  # at a boundary the two forms take the left or right slope
+    torch.testing.assert_close(got_x[inside], x.grad[inside])
+    torch.testing.assert_close(got_w, f.weight.grad)
+
+
 def test_counter_matches_the_equations_written_as_loops():
     torch.manual_seed(0)
     counter = Counter(objects=10).double()

@@ -60,7 +60,14 @@ def count_feature(count: torch.Tensor, objects: int) -> torch.Tensor:
 
 class PiecewiseLinear(nn.Module):
     """Eq. 12: a monotone piecewise-linear map of [0, 1] onto [0, 1] with `pieces` learned slopes, the identity at
-    initialisation."""
+    initialisation.
+
+    Eq. 12 as printed is a lookup: the weights' cumulative sum below the piece x falls in, plus that piece's covered
+    fraction, f(x) = Σ_{i < ⌊d·x⌋} w_i + (d·x − ⌊d·x⌋) w_⌊d·x⌋ (w normalised to sum 1), which is computed here. Its
+    gradients are d · w_⌊d·x⌋ for x and the pieces' coverage for w. The same function as a sum over all pieces,
+    Σ_i w_i · clamp(d·x − i, 0, 1), multiplies every input with all d pieces' coverage: 16 times the elements on the
+    counter's [B, K, K, K] tensor. The first results used that sum; the lookup rounds differently in float32 and is
+    2.2-2.4x faster a counter call (benchmarks/bench_counter.py sets the two side by side)."""
 
     def __init__(self, pieces: int = 16):
         super().__init__()
@@ -70,9 +77,10 @@ class PiecewiseLinear(nn.Module):
         w = self.weight.abs()
         w = w / w.sum()
         pieces = w.numel()
-        starts = torch.arange(pieces, dtype=x.dtype, device=x.device)
-        covered = (pieces * x.unsqueeze(-1) - starts).clamp(0, 1)  # how much of each piece lies left of x
-        return covered @ w
+        scaled = (pieces * x).clamp(0, pieces)
+        index = scaled.detach().floor().clamp(max=pieces - 1).long()  # the piece x falls in (x = 1: the last)
+        below = torch.cat([w.new_zeros(1), w.cumsum(0)])  # Σ of the pieces left of each index
+        return below[index] + (scaled - index) * w[index]
 
 
 class Counter(nn.Module):
