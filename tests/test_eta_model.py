@@ -10,6 +10,7 @@ from crossmodal.data.inputs import Padded
 from crossmodal.decoding.search import greedy_decode
 from crossmodal.models.base import Captioner
 from crossmodal.models.eta import ETAArgs, ETATransformer
+from crossmodal.modules.sublayers import sinusoid
 from crossmodal.training.xe import sequence_loss
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -226,3 +227,19 @@ def test_bad_args_are_refused():
     with pytest.raises(ValueError, match="encoder_layers must be >= 0"):
         ETAArgs(encoder_layers=-1)
     assert ETAArgs(encoder_layers=0).encoder_layers == 0 and ETAArgs().mode == "entangled"
+
+
+def test_words_and_attributes_start_at_unit_scale():
+    """The shared embedding times sqrt(d), as the decoder's words and as S^0, starts with std ~1 at the default
+    profile's width (64; N(0, 1) gave 8 against positions within ±1)."""
+    torch.manual_seed(0)
+    model = make(vocab=1000, dim=64, heads=8, encoder_layers=0, decoder_layers=1).eval()
+    ids = torch.arange(1000)
+    s0 = []
+    model.attribute_dropout.register_forward_hook(lambda module, args, out: s0.append(out))  # S^0 (dropout off)
+    with torch.no_grad():
+        x, _, _ = model._word_inputs(ids.unsqueeze(1), 0)  # each word at position 0
+        model.encode(inputs(torch.zeros(1, 4, 6), ids.unsqueeze(0), REGION_MASK[:1],
+                            torch.ones(1, 1000, dtype=torch.bool)))
+    assert 0.95 < (x - sinusoid(torch.zeros(1), 64)).std().item() < 1.05
+    assert 0.95 < s0[0].std().item() < 1.05

@@ -9,9 +9,9 @@ from captioning_checks import assert_beam_one_is_greedy, assert_learns_tiny_task
 from crossmodal.data.captions import EOS
 from crossmodal.decoding.search import beam_search
 from crossmodal.models.base import Captioner
-from crossmodal.models.transformer import Transformer, TransformerArgs
+from crossmodal.models.transformer import Transformer, TransformerArgs, scaled_word_embedding
 from crossmodal.models.xtransformer import XDecoderLayer, XTransformer, XTransformerArgs
-from crossmodal.modules.sublayers import causal_mask
+from crossmodal.modules.sublayers import causal_mask, sinusoid
 
 MASK = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 0, 0, 0], [1, 1, 1, 0, 0]], dtype=torch.bool)
 TARGETS = torch.tensor([[4, 5, 6, 7], [8, 4, 0, 0], [5, 5, 9, 0], [6, 0, 0, 0], [7, 8, 9, 10], [4, 9, 0, 0]])
@@ -217,3 +217,30 @@ def test_x_transformer_decoder_input_first_query_and_output_follow_the_official_
         proj = model.output_proj[0](stacked)
         hidden = _ln(proj[..., :32] * torch.sigmoid(proj[..., 32:]), model.output_proj[2])
         torch.testing.assert_close(logprobs, torch.log_softmax(model.logits(hidden), -1))
+
+
+def embedded_word_std(model, vocab: int) -> float:
+    """The standard deviation of sqrt(D) E w over every word, as the decoder's input carries it (PE taken away)."""
+    with torch.no_grad():
+        x, _, _ = model._word_inputs(torch.arange(vocab).unsqueeze(1), 0)  # each word at position 0
+        return (x - sinusoid(torch.zeros(1), model.args.dim)).std().item()
+
+
+@pytest.mark.parametrize("dim", [64, 512])  # the default profile's width, the paper's
+def test_words_enter_the_decoder_at_unit_scale(dim):
+    """sqrt(D) E w starts with std ~1, the positions' order (N(0, 1) gave sqrt(D): 8 at D 64, 22.6 at 512)."""
+    torch.manual_seed(0)
+    model = Transformer(TransformerArgs(dim=dim, heads=8, encoder_layers=1, decoder_layers=1, ffn_dim=dim), 1000,
+                        {"regions": 6})
+    assert 0.95 < embedded_word_std(model, 1000) < 1.05  # 1000 * D draws: the sample std is within 1-2 %
+
+
+def test_the_scaled_embedding_keeps_the_random_stream():
+    """The N(0, 1/D) init is nn.Embedding's draw times D^-1/2 and takes no further numbers from the generator, so
+    every parameter built after the embedding starts where it did under PyTorch's default init."""
+    torch.manual_seed(3)
+    reference, after_reference = nn.Embedding(50, 64), torch.randn(5)
+    torch.manual_seed(3)
+    ours, after_ours = scaled_word_embedding(50, 64), torch.randn(5)
+    torch.testing.assert_close(ours.weight, reference.weight / 8, atol=0, rtol=0)  # 64^-1/2 = 1/8: exact
+    torch.testing.assert_close(after_ours, after_reference, atol=0, rtol=0)

@@ -30,10 +30,14 @@ the ids (column 0, `.long()`) and does not use the probability: the paper feeds 
 embedding layer. The oracle row gives the ground-truth caption words instead.
 
 Choices where the paper is silent (ours): S^0 is scaled by sqrt(d) like the decoder's words, since the two share
-the embedding; dropout (Vaswani's 0.1) on V^0 and S^0; no weight tying between the embedding and the classifier,
-as in this repository's Transformer (`models/transformer.py`). Transformer_v/s keep ETA's input side (V^0 a plain
-linear map, S^0 the shared, scaled embedding), so the variants differ only in their decoder layers and in which
-sub-encoders exist; with `encoder_layers: 0` V^0 and S^0 keep their dropout and get no layer norm.
+the embedding, and that embedding starts at N(0, 1/d) (`transformer.scaled_word_embedding`, the init of
+tensor2tensor and fairseq, whose sources `transformer.py` names), so that both sqrt(d) E w and S^0 start at unit
+scale rather than PyTorch's N(0, 1) times sqrt(d) (8 at d 64, against positions within ±1). It draws what
+nn.Embedding draws and scales it: every other parameter starts where it did with the N(0, 1) init. Dropout
+(Vaswani's 0.1) on V^0 and S^0; no weight tying between the embedding and the classifier, as in this repository's
+Transformer (`models/transformer.py`). Transformer_v/s keep ETA's input side (V^0 a plain linear map, S^0 the
+shared, scaled embedding), so the variants differ only in their decoder layers and in which sub-encoders exist;
+with `encoder_layers: 0` V^0 and S^0 keep their dropout and get no layer norm.
 """
 from __future__ import annotations
 
@@ -47,7 +51,7 @@ from torch import nn
 from ..modules.entangled import (
     DECODER_MODES, GBC_ACTIVATIONS, EntangledDecoderLayer, SubEncoderLayer, check_mode,
 )
-from .transformer import CachedDecoder
+from .transformer import CachedDecoder, scaled_word_embedding
 
 INPUT_NAMES = {"visual": "regions", "semantic": "attributes"}  # each modality's named input
 
@@ -97,7 +101,7 @@ class ETATransformer(CachedDecoder):
         self.region_embed = (nn.Sequential(nn.Linear(input_dims["regions"], d), nn.Dropout(args.dropout))
                              if reads_regions else None)
         self.visual_encoder = encoder() if reads_regions else None
-        self.word_embed = nn.Embedding(vocab_size, d)  # S^0 and the decoder's words
+        self.word_embed = scaled_word_embedding(vocab_size, d)  # S^0 and the decoder's words
         self.attribute_dropout = nn.Dropout(args.dropout) if reads_attributes else None
         self.semantic_encoder = encoder() if reads_attributes else None
         self.dropout = nn.Dropout(args.dropout)

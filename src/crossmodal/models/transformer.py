@@ -12,6 +12,22 @@ positions, then Dropout; Linear -> log_softmax. Multi-head scaled dot-product at
 (`modules.multihead.MultiHeadAttention`). Defaults: the base model (D 512, 8 heads, 6 + 6 layers, FFN 2048,
 dropout 0.1).
 
+Word embedding scale: the word embedding starts at N(0, 1/D) (`scaled_word_embedding`), so that sqrt(D) E w has
+unit scale, the sinusoids' order, when it enters the first decoder layer; PyTorch's default N(0, 1) gave sqrt(D)-sized
+words (8 at the default profile's D 64) that drowned the positions (within ±1). This is what the references that
+multiply by sqrt(D) draw: tensor2tensor (tensor2tensor/layers/modalities.py, SymbolModality._get_weights:
+random_normal_initializer(0, hidden_dim^-0.5), then bottom_simple multiplies by hidden_size^0.5 under
+multiply_embedding_mode "sqrt_depth") and fairseq (fairseq/models/transformer/transformer_base.py, `Embedding`:
+normal(0, embed_dim^-0.5) with the padding row zeroed; the decoder's embed_scale is sqrt(embed_dim) unless
+no_scale_embedding). The Annotated Transformer (harvardnlp/annotated-transformer, the_annotated_transformer.py)
+scales by sqrt(d_model) too, but make_model re-initialises every parameter of dim > 1 with Xavier uniform,
+embeddings included (std sqrt(2 / (V + d)): below unit scale, and shrinking with the vocabulary). Neither Vaswani
+et al. (sec. 3.4: the embedding weights are multiplied by sqrt(d_model)) nor the X-LAN paper states the init; the
+official X-Transformer keeps N(0, 1) and puts a LayerNorm after the sum (`xtransformer.py`, which does so too). The
+weights are drawn as nn.Embedding draws them and then scaled by D^-1/2: the random stream is consumed exactly as
+before, so every other parameter's initial value is unchanged by this choice, and the embedding itself is the old
+one times D^-1/2. No padding row is zeroed: pads are ordinary inputs here (below).
+
 Deviations:
 - No weight tying between the word embedding and the output layer (Vaswani sec. 3.4 ties them); no dropout on
   attention weights (the paper has only residual and embedding dropout).
@@ -34,6 +50,16 @@ from ..data.captions import BOS
 from ..modules.multihead import MultiHeadAttention
 from ..modules.sublayers import EncoderLayer, FeedForward, causal_mask, sinusoid
 from .base import Captioner
+
+
+def scaled_word_embedding(vocab_size: int, dim: int) -> nn.Embedding:
+    """The word embedding of a decoder that multiplies its words by sqrt(dim) (`CachedDecoder._word_inputs`):
+    N(0, 1/dim), so that sqrt(dim) E w starts at unit scale (tensor2tensor's and fairseq's init; module docstring).
+    Drawn as nn.Embedding draws, N(0, 1), then scaled, so that later parameters start from the same random stream."""
+    embedding = nn.Embedding(vocab_size, dim)
+    with torch.no_grad():
+        embedding.weight.mul_(dim ** -0.5)
+    return embedding
 
 
 class CachedDecoder(Captioner):
@@ -108,7 +134,7 @@ class Transformer(CachedDecoder):
         d = args.dim
         self.feature_embed = nn.Sequential(nn.Linear(input_dims["regions"], d), nn.ReLU(), nn.Dropout(args.dropout))
         self.encoder = nn.ModuleList(EncoderLayer(args.dim, args.heads, args.ffn_dim, args.dropout) for _ in range(args.encoder_layers))
-        self.word_embed = nn.Embedding(vocab_size, d)
+        self.word_embed = scaled_word_embedding(vocab_size, d)
         self.dropout = nn.Dropout(args.dropout)
         self.decoder = nn.ModuleList(_DecoderLayer(args) for _ in range(args.decoder_layers))
         self.logits = nn.Linear(d, vocab_size)

@@ -13,7 +13,10 @@ Official-code facts used (config.yml: D 768, 8 heads, 6 + 6 layers, CELU alpha 1
   FFN(x) = LN(x + Drop(W_2 Drop(ReLU(W_1 x)))), hidden 4D. The global feature is
   g = LN(W_g [g^0; ...; g^M]) (Encoder.proj_norm); the regions after the last FFN are the encoder output.
 - Decoder input: x_t = Drop_0.1(LN(sqrt(D) E w_t + PE_t)), PE Vaswani's sinusoids (layers/positional_encoding.py
-  with PE_MAX_LEN 5000 gives the 10000 base). The first query is
+  with PE_MAX_LEN 5000 gives the 10000 base). E keeps PyTorch's N(0, 1) (Decoder.embed_tokens, a plain nn.Embedding;
+  the official repository initialises no weight itself), so sqrt(D) E w dwarfs PE before the LayerNorm brings the
+  sum to unit scale; kept, unlike the Transformer's N(0, 1/D) (`transformer.scaled_word_embedding`), which has no
+  LayerNorm there. The first query is
   g^0_t = Drop(CELU-LN(W_1 g) * CELU-LN(W_2 mean_{s<=t} x_s)) (wbil1, wbil2, wbi_drop): the image's global
   feature gated by the running mean of the word inputs.
 - Decoder layer l (word stream x, query stream g):
