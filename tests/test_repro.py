@@ -3,7 +3,8 @@
 Stages `left` and `right` are independent and each sleeps, writing its start and end times; `join` reads both.
 The scheduler must run the two at once, `join` after both, record all three as `dvc repro` would (a plain `dvc
 status` then finds nothing to do), plan only what changed and what depends on it, and stop starting stages after
-a failure. The tests' shared tiny pipeline (tiny_pipeline.py) is built with it too."""
+a failure; and append each stage's status and seconds, and each run's, to its times log (repro_times.py). The
+tests' shared tiny pipeline (tiny_pipeline.py) is built with it too."""
 from __future__ import annotations
 
 import json
@@ -34,15 +35,22 @@ def _write_stages(repo: Path, **override) -> None:
     (repo / "dvc.yaml").write_text(yaml.safe_dump({"stages": stages}, sort_keys=False))
 
 
-def _env() -> dict:
+def _env(**extra: str) -> dict:
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
            "PYTHONPATH": str(ROOT / "src")}
     env.pop("DVC_ROOT", None)
-    return env
+    env.pop("CROSSMODAL_REPRO_TIMES", None)
+    return {**env, **extra}
 
 
-def _run(repo: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(list(args), cwd=repo, env=_env(), capture_output=True, text=True, timeout=300)
+def _run(repo: Path, *args: str, **extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run(list(args), cwd=repo, env=_env(**extra), capture_output=True, text=True, timeout=300)
+
+
+def _times(path: Path) -> tuple[list[dict], list[dict]]:
+    """The times log's stage lines and run lines."""
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    return [r for r in lines if r["kind"] == "stage"], [r for r in lines if r["kind"] == "run"]
 
 
 def _plan(repo: Path, *targets: str) -> tuple[list[str], dict]:
@@ -75,6 +83,15 @@ def test_independent_stages_run_at_once_and_are_recorded(repo):
     assert json.loads(status.stdout) == {}, status.stdout  # DVC's lock file has every stage, as after `dvc repro`
     assert _plan(repo) == [[], {}]
     assert "every stage is up to date" in _run(repo, sys.executable, "-m", "crossmodal.repro").stdout
+    stages, runs = _times(repo / ".dvc/tmp/repro/times.jsonl")
+    assert sorted((r["stage"], r["status"]) for r in stages) == [("join", "ran"), ("left", "ran"), ("right", "ran")]
+    assert stages[-1]["stage"] == "join"
+    assert all(r["run"] == runs[0]["run"] and r["jobs"] == 2 for r in stages)
+    assert all(r["seconds"] >= 5 and r["start"] < r["end"] for r in stages[:2])  # each sleeps 5 s
+    assert runs[0]["stages"] == 3 and runs[0]["exit"] == 0 and runs[0]["seconds"] >= 5
+    assert runs[0]["seconds"] < sum(r["seconds"] for r in stages)  # the two ran at once
+    assert runs[1]["stages"] == 0 and runs[1]["run"] != runs[0]["run"]  # the second run: nothing to do
+    assert stages[0]["cpu"]["model_name"] and stages[0]["cpu"] == runs[0]["cpu"]
 
 
 def test_plans_what_changed_and_what_depends_on_it(repo):
@@ -90,12 +107,16 @@ def test_a_failed_stage_starts_nothing_after_it(repo):
     (repo / "in.txt").write_text("2\n")
     _write_stages(repo, right={"cmd": "python -c \"raise SystemExit('right broke')\"", "deps": ["in.txt"],
                                "outs": ["right.json"]})
+    times = repo / "elsewhere" / "times.jsonl"  # CROSSMODAL_REPRO_TIMES moves the log
     try:
-        proc = _run(repo, sys.executable, "-m", "crossmodal.repro", "-j", "2")
+        proc = _run(repo, sys.executable, "-m", "crossmodal.repro", "-j", "2", CROSSMODAL_REPRO_TIMES=str(times))
         assert proc.returncode == 1, proc.stdout + proc.stderr
         assert "FAILED right" in proc.stdout and "right broke" in proc.stdout  # the log's tail
         assert "started join" not in proc.stdout and "1 not run" in proc.stdout
         assert "done left (" in proc.stdout
+        stages, runs = _times(times)
+        assert sorted((r["stage"], r["status"]) for r in stages) == [("left", "ran"), ("right", "failed")]
+        assert [(r["stages"], r["exit"]) for r in runs] == [(3, 1)]  # join was planned, and never started
     finally:
         (repo / "in.txt").write_text("1\n")
         _write_stages(repo)
@@ -125,6 +146,9 @@ def test_ctrl_c_stops_the_running_stages_and_records_none(repo):
             raise AssertionError(f"not stopped in 45 s (the test's SIGINT disposition: {inherited}):\n"
                                  f"{proc.communicate()[0]}") from None
         assert proc.returncode == 130 and "interrupted" in out, out
+        stages, runs = _times(repo / ".dvc/tmp/repro/times.jsonl")
+        assert sorted((r["stage"], r["status"]) for r in stages) == [("left", "interrupted"), ("right", "interrupted")]
+        assert [(r["stages"], r["exit"]) for r in runs] == [(3, 130)]
         status = json.loads(_run(repo, "dvc", "status", "--json").stdout)
         assert {"left", "right", "join"} <= set(status)  # none of them recorded as done
     finally:

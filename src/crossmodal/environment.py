@@ -4,8 +4,8 @@ A float32 training run is a long chain of sums whose order the kernels choose: A
 width comes from the CPU capability ATen detects: AVX512, AVX2, ...), MKL's BLAS (it picks a code branch per
 CPU) and oneDNN's JIT kernels (per ISA). The same params therefore give bit-identical results on one CPU type
 with one thread count, and different last bits, which training amplifies, on another CPU
-(docs/reproducibility.md). So every stage that computes metrics records `describe()`: the CPU, the kernel paths, the
-threads and the library versions, in its metrics file and as MLflow tags.
+(docs/reproducibility.md). So every stage that computes metrics records `describe()`: the CPU (name, generation, kernel
+flags), the kernel paths, the threads and the library versions, in its metrics file and as MLflow tags.
 
 Portable mode (`compute.portable` in params.yaml) pins the kernel paths before torch is imported:
 - `ATEN_CPU_CAPABILITY=avx2`: ATen's AVX2 kernels (any x86-64 CPU since ~2013 has AVX2 and FMA) instead of
@@ -30,6 +30,7 @@ import sys
 from importlib import metadata
 
 from .io import InputError
+from .machine import cpu_identity
 
 KERNEL_VARIABLES = ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "ONEDNN_MAX_CPU_ISA")
 PORTABLE = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "COMPATIBLE", "ONEDNN_MAX_CPU_ISA": "AVX2"}
@@ -48,30 +49,26 @@ def pin_kernel_paths(portable: bool) -> None:
     os.environ.update(PORTABLE)
 
 
-@functools.cache
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+KERNEL_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_tile")  # the CPU flags that decide which kernels run
+UNKNOWN = "unknown"
 
 
-@functools.cache
+def cpu_block(identity: dict) -> dict:
+    """The block's CPU entries from a CPU identity (machine.py): `cpu`, the model name; `cpu_id`, the generation
+    (vendor, family, model, stepping), since the model name alone can hide it (the Zen 3 and the Zen 4 our numbers
+    came from both report "AMD EPYC") and the generation decides the kernels and so the bits; `cpu_flags`, whether
+    it has each of KERNEL_FLAGS. "unknown" for what the platform does not say."""
+    flags = identity.get("flags")
+    return {"cpu": identity.get("model_name") or platform.machine() or UNKNOWN,
+            "cpu_id": {key: UNKNOWN if identity.get(key) is None else identity[key]
+                       for key in ("vendor", "family", "model", "stepping")},
+            "cpu_flags": {flag: UNKNOWN if flags is None else flag in flags for flag in KERNEL_FLAGS}}
+
+
 def native_bf16() -> bool:
     """Whether this CPU computes bf16 natively (the avx512_bf16 or amx_bf16 flag of /proc/cpuinfo); elsewhere
     torch emulates bf16, slower than fp32."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return bool({"avx512_bf16", "amx_bf16"} & set(line.split(":", 1)[1].split()))
-    except OSError:
-        pass
-    return False
+    return bool({"avx512_bf16", "amx_bf16"} & set(cpu_identity().get("flags") or ()))
 
 
 @functools.cache
@@ -93,11 +90,12 @@ def _version(package: str) -> str:
 
 
 def describe(device: str = "cpu") -> dict:
-    """This process's environment block: CPU, kernel paths, threads, device, library versions (imports torch)."""
+    """This process's environment block: CPU (name, generation, kernel flags), kernel paths, threads, device, library
+    versions (imports torch)."""
     import torch
 
     return {
-        "cpu": _cpu_model(),
+        **cpu_block(cpu_identity()),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "cpu_bf16": native_bf16(),
         "threads": torch.get_num_threads(),
@@ -111,17 +109,21 @@ def describe(device: str = "cpu") -> dict:
 
 
 def summary(block: dict) -> str:
-    """One line for a table heading: 'CPU AVX512, 2 threads' (+ the CPU model, portable mode, a GPU)."""
+    """One line for a table heading: 'CPU AVX512, 2 threads (AMD EPYC, family 26, model 2)' (+ portable mode, a
+    GPU). The family and model tell apart generations that share a name; a block recorded before they were (no
+    `cpu_id`) or on a CPU that does not say shows the name alone."""
     text = f"CPU {block['cpu_capability']}, {block['threads']} thread{'s' if block['threads'] != 1 else ''}"
     if block.get("portable"):
         text += ", portable kernels"
     if block.get("device", "cpu") != "cpu":
         text += f", {block['device']}"
-    return f"{text} ({block['cpu']})"
+    ident = block.get("cpu_id") or {}
+    generation = [f"{key} {ident[key]}" for key in ("family", "model") if ident.get(key, UNKNOWN) != UNKNOWN]
+    return f"{text} ({', '.join([block['cpu'], *generation])})"
 
 
 def tags(block: dict) -> dict[str, str]:
-    """The block as flat MLflow tags: env.cpu, env.threads, env.versions.torch, ..."""
+    """The block as flat MLflow tags: env.cpu, env.cpu_id.family, env.cpu_flags.avx512f, env.versions.torch, ..."""
     flat: dict[str, str] = {}
     for key, value in block.items():
         if isinstance(value, dict):

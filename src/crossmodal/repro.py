@@ -25,10 +25,12 @@ Measured on a 2-core machine (docs/performance.md): two training stages at once,
 less wall time than one after the other, and gave the same bits.
 
 Each stage's output goes to `.dvc/tmp/repro/<stage>.log`; this command prints a line when a stage starts and
-ends, and the log's last lines when one fails. A failure, like `dvc repro`'s, starts nothing new: the stages
-running finish, and the command exits 1. Ctrl-C stops every stage (DVC records none of them; outputs are written
-atomically). `--jobs 1` is plain `dvc repro`. Under `nice`, the stages yield the cores to other work as the
-command does, on Linux's autogroup scheduler too (`share_nice`).
+ends, and the log's last lines when one fails. Each stage's status and seconds, and each run's, are appended to
+`.dvc/tmp/repro/times.jsonl` (or the file CROSSMODAL_REPRO_TIMES names; repro_times.py), which
+`benchmarks/retrain_time.py` sums over the runs a retrain took. A failure, like `dvc repro`'s, starts nothing new:
+the stages running finish, and the command exits 1. Ctrl-C stops every stage (DVC records none of them; outputs are
+written atomically). `--jobs 1` is plain `dvc repro` (and logs no times). Under `nice`, the stages yield the
+cores to other work as the command does, on Linux's autogroup scheduler too (`share_nice`).
 
 It is a module of its own, not a command of `crossmodal/cli.py`: the CLI is part of every stage's code closure
 (closures.py), so a command there would rerun every stage when it changes.
@@ -44,6 +46,7 @@ import time
 from pathlib import Path
 
 from .io import InputError
+from .repro_times import TimesLog, log_path
 from .stage_server import SharedStageServer
 
 LOGS = Path(".dvc") / "tmp" / "repro"  # under the repository's root
@@ -92,7 +95,27 @@ def run(targets: list[str], jobs: int) -> int:
         return subprocess.call(["dvc", "repro", *targets])
     from dvc.repo import Repo
 
-    order, waits_for = plan(targets)
+    times = TimesLog(log_path(Path(Repo.find_root())), jobs, targets)
+    order: list[str] = []
+    status = 1  # until the run returns: an error's status (main() reports an InputError with 2)
+    try:
+        order, waits_for = plan(targets)
+        status = _reproduce(order, waits_for, jobs, times)
+        return status
+    except InputError:
+        status = 2
+        raise
+    except KeyboardInterrupt:
+        status = 130
+        raise
+    finally:
+        times.finish(len(order), status)
+
+
+def _reproduce(order: list[str], waits_for: dict[str, set[str]], jobs: int, times: TimesLog) -> int:
+    """run()'s work once planned, in the scheduler's environment."""
+    from dvc.repo import Repo
+
     if not order:
         _say("every stage is up to date")
         return 0
@@ -107,7 +130,7 @@ def run(targets: list[str], jobs: int) -> int:
         env.update(meteor.env)
         with SharedStageServer(env) as server:
             share_nice(server.pid)
-            status = _schedule(order, waits_for, logs, {**env, **server.env}, jobs)
+            status = _schedule(order, waits_for, logs, {**env, **server.env}, jobs, times)
     if status == 0:
         shared = f"; METEOR: one JVM for {meteor.requests} scoring(s)" if meteor.requests else ""
         _say(f"{len(order)} stages in {time.perf_counter() - start:.0f} s{shared}")
@@ -149,8 +172,9 @@ def share_nice(pid: int) -> None:
             return
 
 
-def _schedule(order: list[str], waits_for: dict[str, set[str]], logs: Path, env: dict, jobs: int) -> int:
-    running: dict[str, tuple[subprocess.Popen, float]] = {}
+def _schedule(order: list[str], waits_for: dict[str, set[str]], logs: Path, env: dict, jobs: int,
+              times: TimesLog) -> int:
+    running: dict[str, tuple[subprocess.Popen, float, float]] = {}  # process, start (monotonic, epoch)
     done: set[str] = set()
     failed: list[str] = []
     pending = list(order)
@@ -172,31 +196,34 @@ def _schedule(order: list[str], waits_for: dict[str, set[str]], logs: Path, env:
                                             stdout=log, stderr=subprocess.STDOUT, env=env,
                                             start_new_session=True)  # Ctrl-C reaches them once, from here
                 share_nice(proc.pid)
-                running[address] = (proc, time.perf_counter())
+                running[address] = (proc, time.perf_counter(), time.time())
                 _say(f"started {address}")
             if not running:
                 break  # a failure left stages that can no longer start
             time.sleep(0.2)
-            for address, (proc, began) in list(running.items()):
+            for address, (proc, began, wall_start) in list(running.items()):
                 if proc.poll() is None:
                     continue
                 del running[address]
                 seconds = time.perf_counter() - began
                 if proc.returncode:
                     failed.append(address)
+                    times.stage(address, "failed", wall_start, time.time(), seconds)
                     _say(f"FAILED {address} (exit {proc.returncode}, {seconds:.0f} s); the end of "
                          f"{_log(logs, address)}:\n{_tail(_log(logs, address))}")
                     continue
                 done.add(address)
                 ran = "Running stage" in _log(logs, address).read_text(encoding="utf-8", errors="replace")
+                times.stage(address, "ran" if ran else "unchanged", wall_start, time.time(), seconds)
                 _say(f"{'done' if ran else 'unchanged'} {address} ({seconds:.0f} s; "
                      f"{len(done)} of {len(order)})")
     except KeyboardInterrupt:
-        for proc, _ in running.values():
+        for proc, _, _ in running.values():
             if proc.poll() is None:  # DVC ignores SIGINT while its command runs: signal its process group, as a
                 os.killpg(proc.pid, signal.SIGINT)  # terminal's Ctrl-C does
-        for proc, _ in running.values():
+        for address, (proc, began, wall_start) in running.items():
             proc.wait()
+            times.stage(address, "interrupted", wall_start, time.time(), time.perf_counter() - began)
         _say("interrupted; the stages that were running are not recorded")
         return 130
     finally:

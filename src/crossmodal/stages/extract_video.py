@@ -23,7 +23,7 @@ import numpy as np
 from .. import manifests, paths
 from ..config import VIDEO_DATASETS, VIDEO_MODALITIES
 from ..io import InputError, write_json
-from .common import progress, real, set_threads
+from .common import progress, real, record_environment, set_threads
 
 USER_FEATURES = paths.VIDEO_FEATURES  # real profile: <dataset>/<modality>.h5 in data/video.py's layout
 
@@ -96,7 +96,7 @@ def run(cfg, root: Path, args) -> None:
     set_threads(cfg)
     if real(cfg):
         summary = {"modality": modality, "converted": convert_user_features(root, modality),
-                   "source": str(USER_FEATURES / "<dataset>" / f"{modality}.h5")}
+                   "source": str(USER_FEATURES / "<dataset>" / f"{modality}.h5"), "environment": record_environment()}
         write_json(root / paths.METRICS / f"extract_{modality}.json", summary)
         print(json.dumps(summary))
         return
@@ -127,6 +127,6 @@ def run(cfg, root: Path, args) -> None:
             write_feature_set(root / paths.features(f"{dataset}_{modality}"), {c[1]: extract(net, c[3]) for c in mine},
                               {c[1]: c[4] for c in mine})
     summary = {"modality": modality, "val_accuracy": accuracy, **curve,
-               "clips": {s: len(c[0]) for s, c in split.items()}}
+               "clips": {s: len(c[0]) for s, c in split.items()}, "environment": record_environment()}
     write_json(root / paths.METRICS / f"extract_{modality}.json", summary)
     print(json.dumps(summary))

@@ -6,7 +6,7 @@ from pathlib import Path
 from .. import manifests, paths
 from ..config import REAL_DATA, to_dict
 from ..io import atomic_path, write_json
-from .common import progress, real, skipped_under_real_profile
+from .common import progress, real, record_environment, skipped_under_real_profile
 
 
 def run(cfg, root: Path, args) -> None:
@@ -14,7 +14,8 @@ def run(cfg, root: Path, args) -> None:
         with atomic_path(root / paths.WORLD) as tmp:
             skipped_under_real_profile(tmp / "PROFILE.json", "not generated: profile real reads the published COCO files")
         manifests.write(root / paths.WORLD)
-        write_json(root / paths.METRICS / "data_profile.json", {"profile": REAL_DATA, "synthetic": False})
+        write_json(root / paths.METRICS / "data_profile.json", {"profile": REAL_DATA, "synthetic": False,
+                                                                "environment": record_environment()})
         return
     from ..worlds.image_world import generate
 
@@ -27,4 +28,5 @@ def run(cfg, root: Path, args) -> None:
         "image_size": cfg.world.image_size,
         "seed": cfg.world.seed,
         "summary": summary,
+        "environment": record_environment(),
     })

@@ -10,7 +10,7 @@ from pathlib import Path
 from .. import manifests, paths
 from ..config import VIDEO_DATASETS
 from ..io import atomic_path, write_json
-from .common import progress, real, skipped_under_real_profile
+from .common import progress, real, record_environment, skipped_under_real_profile
 
 PROFILE = paths.METRICS / "video_profile.json"
 
@@ -20,7 +20,8 @@ def run(cfg, root: Path, args) -> None:
         with atomic_path(root / paths.VIDEO_WORLD) as tmp:
             skipped_under_real_profile(tmp / "PROFILE.json", "not generated: profile real reads MSVD and MSR-VTT")
         manifests.write(root / paths.VIDEO_WORLD)
-        write_json(root / PROFILE, {"profile": "MSVD and MSR-VTT (user-extracted features)", "synthetic": False})
+        write_json(root / PROFILE, {"profile": "MSVD and MSR-VTT (user-extracted features)", "synthetic": False,
+                                    "environment": record_environment()})
         return
     from ..worlds.video_world import write_dataset
 
@@ -32,5 +33,6 @@ def run(cfg, root: Path, args) -> None:
             counts[f"{dataset}-like clips"] = {s: sum(c.split == s for c in clips) for s in ("train", "val", "test")}
     manifests.write(root / paths.VIDEO_WORLD)
     write_json(root / PROFILE, {"profile": "synthetic video world", "synthetic": True, **counts,
-                                "frames": world.frames, "fps": world.fps, "seed": world.seed})
+                                "frames": world.frames, "fps": world.fps, "seed": world.seed,
+                                "environment": record_environment()})
     print(json.dumps(counts))

@@ -1,0 +1,153 @@
+"""How long a retrain took, per paper, in minutes here and in reference minutes: the sum of the times logs that
+`python -m crossmodal.repro` appends to (src/crossmodal/repro_times.py).
+
+A retrain may span several runs of the scheduler (stopped by Ctrl-C or a failure, then started again), so the
+report sums every run in the logs given (`--since` drops the runs that started before a time, as when a log holds
+an earlier retrain). Per pipeline (`pipelines/<name>/dvc.yaml:<stage>` is paper `<name>`; a root stage is
+"shared": worlds, backbone, features, captions, tables) it gives the stages' minutes and their share of the total
+stage time. Two stages run at once, so the stage time adds up to more than the scheduler runs' wall time, which
+is what a user waits; the budget, 120 reference minutes, is checked against the wall time. Time spent in stages
+that were interrupted or failed is counted (it was spent) and shown apart: it is the price of the stops.
+
+Minutes become reference minutes with the calibration of the CPU that ran the retrain (calibration.py): a log
+whose lines name another CPU than the calibration's is refused, as is a log that mixes CPUs.
+
+Run on demand: `python benchmarks/retrain_time.py --log .dvc/tmp/repro/times.jsonl [--log ...] [--since ISO]
+[--calibration benchmarks/results/calibration.json]`. Writes `benchmarks/results/retrain.{json,md}`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import calibration as calib  # noqa: E402
+from crossmodal.io import write_json, write_text  # noqa: E402  (calibration put src/ on the path)
+from crossmodal.machine import IDENTITY, describe  # noqa: E402
+
+RESULTS = calib.ROOT / "benchmarks" / "results"
+BUDGET_MINUTES = 120  # reference minutes for a whole retrain
+
+
+def read_logs(paths: list[Path], since: str | None = None) -> list[dict]:
+    """The logs' lines, each once (a log given twice counts once), without the runs that started before `since`
+    (an ISO 8601 time in UTC, as the log writes them)."""
+    records, seen = [], set()
+    for path in paths:
+        for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise ValueError(f"{path}:{number}: not a JSON line ({error})") from None
+            key = (record["kind"], record["run"], record.get("stage"))
+            if key not in seen:
+                seen.add(key)
+                records.append(record)
+    if since:
+        starts = {r["run"]: r["start"] for r in records if r["kind"] == "run"}
+        records = [r for r in records if starts.get(r["run"], r["start"]) >= since]
+    return records
+
+
+def paper(address: str) -> str:
+    """`pipelines/<name>/dvc.yaml:<stage>` -> `<name>`; a root stage -> "shared"."""
+    file, _, _ = address.rpartition(":")
+    parts = Path(file).parts if file else ()
+    return parts[1] if len(parts) == 3 and parts[0] == "pipelines" else "shared"
+
+
+def one_cpu(records: list[dict]) -> dict:
+    """The CPU every line names; a ValueError when the lines name several."""
+    kinds = {tuple(r["cpu"].get(k) for k in IDENTITY): r["cpu"] for r in records}
+    if len(kinds) != 1:
+        raise ValueError("the logs mix CPUs (" + "; ".join(describe(c) for c in kinds.values()) + "): report each "
+                         "machine's runs apart, with its own calibration")
+    return next(iter(kinds.values()))
+
+
+def summarise(records: list[dict], calibration: dict, budget: float = BUDGET_MINUTES) -> dict:
+    """Minutes per paper and in all, measured and in reference minutes."""
+    stages = [r for r in records if r["kind"] == "stage"]
+    runs = [r for r in records if r["kind"] == "run"]
+    if not stages and not runs:
+        raise ValueError("the logs hold no runs")
+    cpu = one_cpu(records)
+    factor = calib.factor(calibration, cpu)
+    by_paper: dict[str, dict] = {}
+    for record in stages:
+        entry = by_paper.setdefault(paper(record["stage"]), {"stages": 0, "seconds": 0.0, "lost_seconds": 0.0})
+        entry["stages"] += 1
+        entry["seconds"] += record["seconds"]
+        if record["status"] in ("interrupted", "failed"):
+            entry["lost_seconds"] += record["seconds"]
+    stage_seconds = sum(r["seconds"] for r in stages)
+
+    def minutes(seconds: float) -> dict:
+        return {"minutes": round(seconds / 60, 2), "reference_minutes": round(seconds / 60 / factor, 2)}
+
+    papers = {name: {"stages": e["stages"], **minutes(e["seconds"]), "share": round(e["seconds"] / stage_seconds, 4)
+                     if stage_seconds else 0.0, "lost": minutes(e["lost_seconds"])}
+              for name, e in sorted(by_paper.items(), key=lambda item: -item[1]["seconds"])}
+    wall = minutes(sum(r["seconds"] for r in runs))
+    stage_runs = {r["run"] for r in stages}
+    return {"machine": cpu, "factor": factor, "calibration_date": calibration.get("date"),
+            "runs": len({r["run"] for r in records}), "runs_without_end": sorted(stage_runs - {r["run"] for r in runs}),
+            "statuses": {s: sum(r["status"] == s for r in stages) for s in ("ran", "unchanged", "failed",
+                                                                              "interrupted")},
+            "papers": papers, "stage_time": minutes(stage_seconds), "wall_time": wall,
+            "interrupted": minutes(sum(r["seconds"] for r in stages if r["status"] == "interrupted")),
+            "failed": minutes(sum(r["seconds"] for r in stages if r["status"] == "failed")),
+            "budget_reference_minutes": budget, "within_budget": wall["reference_minutes"] <= budget}
+
+
+def report(summary: dict, logs: list[str]) -> str:
+    s = summary
+    lines = ["# Retrain time per paper", "",
+             f"Machine: {describe(s['machine'])}; calibration factor {s['factor']:.3f} (measured "
+             f"{s['calibration_date']}); reference minutes = minutes here / factor. Logs: "
+             + ", ".join(f"`{p}`" for p in logs) + f"; {s['runs']} scheduler run(s).", "",
+             "| Pipeline | stages | minutes | reference minutes | share of stage time | lost in stopped stages "
+             "(ref. min) |",
+             "|---|---|---|---|---|---|"]
+    for name, p in s["papers"].items():
+        lines.append(f"| {name} | {p['stages']} | {p['minutes']:.1f} | {p['reference_minutes']:.1f} | "
+                     f"{100 * p['share']:.1f}% | {p['lost']['reference_minutes']:.1f} |")
+    lines += ["", f"- stage time (summed over stages; two run at once): {s['stage_time']['minutes']:.1f} min, "
+              f"{s['stage_time']['reference_minutes']:.1f} reference min",
+              f"- wall time (summed over the scheduler runs): {s['wall_time']['minutes']:.1f} min, "
+              f"{s['wall_time']['reference_minutes']:.1f} reference min",
+              f"- lost in interrupted stages: {s['interrupted']['reference_minutes']:.1f} reference min; in failed "
+              f"stages: {s['failed']['reference_minutes']:.1f}",
+              "- stages by status: " + ", ".join(f"{k} {v}" for k, v in s["statuses"].items()),
+              f"- within {s['budget_reference_minutes']:g} reference minutes (wall time): "
+              f"{'yes' if s['within_budget'] else 'no'}"]
+    if s["runs_without_end"]:
+        lines.append("- runs with no end line (killed; their wall time is missing): "
+                     + ", ".join(s["runs_without_end"]))
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--log", action="append", required=True, help="a times log (repeatable)")
+    parser.add_argument("--since", help="only the runs that started at or after this ISO 8601 time (UTC)")
+    parser.add_argument("--calibration", type=Path, default=calib.CALIBRATION)
+    parser.add_argument("--out", type=Path, default=RESULTS, help="where retrain.{json,md} go")
+    args = parser.parse_args(argv)
+    try:
+        summary = summarise(read_logs([Path(p) for p in args.log], args.since), calib.load(args.calibration))
+    except (ValueError, OSError, calib.CalibrationError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    write_json(args.out / "retrain.json", {**summary, "logs": args.log, "since": args.since}, indent=1)
+    write_text(args.out / "retrain.md", report(summary, args.log))
+    print(report(summary, args.log))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
