@@ -41,3 +41,7 @@ if [ ! -f "$stamp" ]; then
     rm -f .venv/.installed-*
     touch "$stamp"
 fi
+
+# The DVC cache outside the clone, where the user has chosen none (scripts/machine_cache.sh): a fresh clone then
+# restores the stages a stopped one finished.
+bash scripts/machine_cache.sh

@@ -162,11 +162,12 @@ def test_the_scst_from_beams_recipe_differs_from_scst_only_where_it_says_and_not
     for profile in ("synthetic", "real"):
         params = yaml.safe_load((ROOT / "params.yaml").read_text())
         params["profile"] = profile
-        params["baselines"]["systems"]["updown_beams"] = {"of": "scst_beam", "init": "updown"}
+        params["baselines"]["systems"]["updown_sampled"] = {"of": "scst", "init": "updown"}
         path = tmp_path / f"{profile}.yaml"
         path.write_text(yaml.safe_dump(params))
         systems = load(path).systems()
-        beams, sampled = systems["updown_beams"], systems["updown_scst"]
+        beams, sampled = systems["updown_scst"], systems["updown_sampled"]  # the tables' SCST takes the beams'
+        assert params["baselines"]["systems"]["updown_scst"]["of"] == "scst_beam"
         assert beams.objective == "scst" and beams.init == "updown"
         changed = {f.name for f in dataclasses.fields(TrainConfig)
                    if getattr(beams.train, f.name) != getattr(sampled.train, f.name)}

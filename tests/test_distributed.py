@@ -184,7 +184,7 @@ def test_scst_runs_in_two_processes(repo, two_processes):
     crossmodal(repo, "--params", params.name, "train", "--system", "tiny_scst")
     metrics = json.loads((repo / paths.METRICS / "tiny_scst.json").read_text())
     (row,) = metrics["history"]
-    assert metrics["objective"] == "scst" and np.isfinite(row["train_loss"]) and row["train_CIDEr_sample"] >= 0
+    assert metrics["objective"] == "scst" and np.isfinite(row["train_loss"]) and row["train_CIDEr_beam"] >= 0
     start = torch.load(repo / paths.MODELS / "tiny" / "model.pt", weights_only=False)["state_dict"]
     end = torch.load(repo / paths.MODELS / "tiny_scst" / "model.pt", weights_only=False)["state_dict"]
     assert any(not torch.equal(start[k], end[k]) for k in start)

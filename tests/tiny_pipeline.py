@@ -132,7 +132,8 @@ def tiny_params(params: dict) -> dict:
     tables that show them."""
     base, recipes = params["baselines"]["systems"], params["recipes"]
     params["recipes"] = {"lstm_xe": _merge(recipes["lstm_xe"], {"train": TINY_UPDOWN_TRAIN}),
-                         "scst": _merge(recipes["scst"], {"train": TINY_SCST_TRAIN})}
+                         "scst": _merge(recipes["scst"], {"train": TINY_SCST_TRAIN}),
+                         "scst_beam": _merge(recipes["scst_beam"], {"train": TINY_SCST_TRAIN})}
     systems = {
         "att2in": _merge(base["att2in"], {"model_args": TINY_UPDOWN_ARGS, "train": {"max_epochs": 2, "lr": 0.02}}),
         "updown": _merge(base["updown"], {"model_args": TINY_UPDOWN_ARGS}),
@@ -173,6 +174,12 @@ def stages(repo: Path) -> dict[str, dict]:
 def in_paper(paper: str, *names: str) -> list[str]:
     """The stages' addresses as `dvc repro` prints them."""
     return [f"pipelines/{paper}/dvc.yaml:{n}" for n in names]
+
+
+def stages_restored(out: str) -> list[str]:
+    """The stages a `dvc repro` restored from DVC's run-cache instead of running them, from its output."""
+    return sorted(line.split("'")[1] for line in out.splitlines() if line.endswith("is cached - skipping run, "
+                                                                               "checking out outputs"))
 
 
 def stages_run(out: str) -> list[str]:

@@ -16,6 +16,13 @@ each file of the closure. A change reruns exactly the stages whose values file o
 or `code`, a second each); a file no closure imports reruns nothing. `runtime` is read by every stage but is in no
 values file: it cannot change results.
 
+Run-cache. Every stage but three kinds is one DVC's run-cache can restore (a fresh clone that shares the machine's
+DVC cache, scripts/setup.sh, restores a finished stage instead of running it): git-tracked JSON outputs are declared
+`metrics`, figures `plots`. Not run-cached, by design: `download-*` (its folder persists, a resumed download's part
+files with it, and is not cached: data/raw is large), `tables` and `index` (their Markdown and CSV files are neither
+metrics nor plots DVC can read; declared so, `dvc plots show` would fail on each; they take seconds, and `index`
+also tags the MLflow runs of the clone it runs in). tests/test_machine_cache.py checks DVC's condition on each stage.
+
 The files are generated, not written by hand: after adding or removing a system, run this command (a test and
 `--check` fail while a stage file differs from what params.yaml and the code say).
 """
@@ -68,7 +75,11 @@ def params_stage() -> dict:
 
 
 def _stage(cmd: str, params: list, deps: list, outs: list, metrics: list | None = None,
-           wdir: str | None = None) -> dict:
+           wdir: str | None = None, plots: list | None = None) -> dict:
+    """One stage. `metrics` (JSON) and `plots` (PNG) are git-tracked outputs (`cache: false`): declared as such, not
+    as `outs` with `cache: false`, because DVC's run-cache skips a stage with a `cache: false` output that is neither
+    (dvc/stage/__init__.py, `Stage.run`), and the run-cache is what restores a finished stage in a fresh clone that
+    shares the machine's DVC cache (scripts/setup.sh; tests/test_machine_cache.py)."""
     stage = {"cmd": cmd}
     if wdir:
         stage["wdir"] = wdir
@@ -79,6 +90,8 @@ def _stage(cmd: str, params: list, deps: list, outs: list, metrics: list | None 
         stage["outs"] = outs
     if metrics:
         stage["metrics"] = [{str(m): {"cache": False}} for m in metrics]
+    if plots:
+        stage["plots"] = [{str(p): {"cache": False}} for p in plots]
     return stage
 
 
@@ -92,8 +105,7 @@ def spine_stages(cfg: Config) -> dict:
         f"python -m crossmodal download --dataset {name}", ["profile", f"datasets.{name}"], stage_code("download"),
         [{str(paths.raw(name)): {"cache": False, "persist": True}}]) for name in cfg.datasets}
     stages["synthesize"] = _stage("python -m crossmodal synthesize", ["profile", "world"], stage_code("synthesize"),
-                                  [str(paths.WORLD), world,
-                                   {str(paths.METRICS / "data_profile.json"): {"cache": False}}])
+                                  [str(paths.WORLD), world], [paths.METRICS / "data_profile.json"])
     image_vocabularies = [f"vocabularies.{n}" for n, v in cfg.vocabularies.items() if v.corpus == "images"]
     stages["prepro_captions"] = _stage(
         "python -m crossmodal prepro-captions", ["profile", *image_vocabularies, "evaluation.qualitative_examples"],
@@ -229,8 +241,7 @@ def video_stages(cfg: Config) -> dict:
     stages = {
         "synthesize_video": _stage("python -m crossmodal synthesize-video", ["profile", "video.world"],
                                    stage_code("synthesize_video"),
-                                   [str(paths.VIDEO_WORLD), world,
-                                    {str(paths.METRICS / "video_profile.json"): {"cache": False}}]),
+                                   [str(paths.VIDEO_WORLD), world], [paths.METRICS / "video_profile.json"]),
         "prepro_video": _stage("python -m crossmodal prepro-video",
                                ["profile", *video_vocabularies, "evaluation.qualitative_examples"],
                                [*video_annotations(cfg), *raw, *stage_code("prepro_video")], [str(paths.VIDEO)])}
@@ -358,7 +369,7 @@ def hoca_figures_stage(cfg: Config) -> dict:
          *grouped(cfg, _dedupe([k for s in figures.maf for k in cfg.model_sources(s)]))],
         [*(paths.METRICS / f"{s}.json" for s in _dedupe([*figures.rank_sweep, figures.full, *figures.curves])),
          *_dedupe([str(f) for s in figures.maf for f in paths.maf_reads(cfg, s)]), *stage_code("hoca_figures")],
-        [{str(path): {"cache": False}} for path in paths.HOCA_FIGURE_FILES.values()], wdir="../..")}
+        [], wdir="../..", plots=list(paths.HOCA_FIGURE_FILES.values()))}  # PNGs: `dvc plots show` shows them
 
 
 def hoca_cost_stage(cfg: Config) -> dict:
