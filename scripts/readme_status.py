@@ -1,9 +1,11 @@
-"""Rewrite what the README and docs/results.md print from the committed results: the README's status table of the
-papers (reports/tables/*.summary.json, reports/metrics/*.json, and for its claims that hold the papers' claims
-judged on them with benchmarks/results/spread.json), the same table the `index` stage writes into
-reports/index.md; and the metric cells of every results table (a table headed `| system |`) in both files, each
-row's from its system's test metrics (the `(`name`)` in its first cell) or from the reference points
-(reports/metrics/reference_points.json). Prose numbers are not touched.
+"""Rewrite what the README and docs/results.md print from the committed results: the README's first lines (the
+papers' claims in plain words, `summary`) and its status table of the papers (reports/tables/*.summary.json,
+reports/metrics/*.json and the claims judged on them with benchmarks/results/spread.json), the same table the
+`index` stage writes into reports/index.md; and the metric cells of every results table (a table headed
+`| system |`) in both files, each row's from its system's test metrics (the `(`name`)` in its first cell) or from
+the reference points (reports/metrics/reference_points.json); and the Quick start's times, in reference minutes, from
+benchmarks/results/retrain.json (benchmarks/retrain_time.py) and test_command.json (bench_test_command.py). Prose
+numbers are not touched.
 
     python scripts/readme_status.py           # rewrite them
     python scripts/readme_status.py --check   # exit 1 if any is stale (tests/test_readme.py checks the same)
@@ -14,18 +16,23 @@ import argparse
 import json
 import re
 import sys
+import textwrap
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from crossmodal import config  # noqa: E402
-from crossmodal.reports.tables import replace_status  # noqa: E402
-from crossmodal.stages.index import status  # noqa: E402
+from crossmodal.reports.tables import SUMMARY_BEGIN, SUMMARY_END, replace_status  # noqa: E402
+from crossmodal.stages.index import claims, status  # noqa: E402
 
 RESULTS_FILES = ("README.md", "docs/results.md")
 COLUMNS = {"B@1": "BLEU-1", "B@4": "BLEU-4", "METEOR": "METEOR", "ROUGE-L": "ROUGE-L", "CIDEr-D": "CIDEr"}
 REFERENCE_ROWS = {"Best constant caption": "constant_caption", "Human ceiling": "human_ceiling"}
+TIMES_BEGIN = "<!-- times:begin (generated from benchmarks/results/: python scripts/readme_status.py) -->"
+TIMES_END = "<!-- times:end -->"
+PAPER_NAMES = {"shared": "shared stages", "baselines": "baselines", "xlan": "X-LAN", "aoanet": "AoANet", "eta": "ETA",
+               "hoca": "HOCA", "ban": "BAN"}
 
 
 def results_tables(text: str, root: Path = ROOT) -> tuple[str, int]:
@@ -51,6 +58,33 @@ def results_tables(text: str, root: Path = ROOT) -> tuple[str, int]:
     return "\n".join(lines), rows
 
 
+def summary(cfg, root: Path = ROOT, page=None) -> str:
+    """The README's summary block: the claims page's counts in plain words (ClaimsPage.sentence), wrapped at 116."""
+    text = (page or claims(cfg, root)).sentence() + " Each claim's verdict, effect size and reason: " \
+        "[reports/claims.md](reports/claims.md)."
+    return "\n".join(textwrap.wrap(text, width=116, break_long_words=False, break_on_hyphens=False)) + "\n"
+
+
+def times(root: Path = ROOT) -> str:
+    """The Quick start's table of the two commands' times: the retrain's (its scheduler runs' wall time, summed
+    over the runs it took, and each pipeline's share of the stage time) and the test command's, in reference
+    minutes, with the machine and its calibration factor."""
+    retrain = json.loads((root / "benchmarks/results/retrain.json").read_text())
+    tests = json.loads((root / "benchmarks/results/test_command.json").read_text())
+    cpu = retrain["machine"]
+    machine = f"{cpu['model_name']}, family {cpu['family']}, model {cpu['model']}"
+    shares = ", ".join(f"{PAPER_NAMES.get(name, name)} {100 * p['share']:.0f}%" for name, p in retrain["papers"].items())
+    wall, stage = retrain["wall_time"], retrain["stage_time"]
+    return "\n".join([
+        "| command | what it does | time from a fresh clone, in reference minutes |", "|---|---|---|",
+        f"| first | sets up `.venv` (pinned), runs every stage, two at a time | **{wall['reference_minutes']:.0f}** "
+        f"({wall['minutes']:.0f} min on an {machine}, factor {retrain['factor']:.3f}; stage time by pipeline: "
+        f"{shares}; [retrain.md](benchmarks/results/retrain.md)) |",
+        f"| second | the same set-up, then the tests (CI's line) | **{tests['reference_minutes']:.1f}** "
+        f"({tests['minutes']:.1f} min, factor {tests['factor']:.3f}; {tests['pytest']}; "
+        "[test_command.md](benchmarks/results/test_command.md)) |", ""])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if a status or results table is stale")
@@ -61,7 +95,11 @@ def main(argv: list[str] | None = None) -> int:
         text = path.read_text(encoding="utf-8")
         new = results_tables(text)[0]
         if name == "README.md":
-            new = replace_status(new, status(config.load(str(ROOT / "params.yaml")), ROOT))
+            cfg = config.load(str(ROOT / "params.yaml"))
+            page = claims(cfg, ROOT)
+            new = replace_status(replace_status(new, status(cfg, ROOT, page)), summary(cfg, ROOT, page),
+                                 SUMMARY_BEGIN, SUMMARY_END)
+            new = replace_status(new, times(ROOT), TIMES_BEGIN, TIMES_END)
         if new != text:
             stale.append(name)
             if not args.check:

@@ -106,8 +106,17 @@ def test_the_png_has_the_same_bytes_on_every_render_and_no_metadata():
     assert first != attention.attention_png(example(words=("a", "red")), "X-LAN: X-Linear attention")
     assert [c for c in chunks(first) if c != "IDAT"] == ["IHDR", "IEND"]
     with Image.open(io.BytesIO(first)) as image:
-        assert image.size == (int(100 * (3 * attention.PANEL + attention.COLOUR_BAR)),
-                              int(100 * (3 * attention.PANEL + 3 * attention.HEADER + attention.FOOTER)))
+        assert image.size == (int(100 * (attention.COLUMNS * attention.PANEL + attention.COLOUR_BAR)),
+                              int(100 * (2 * attention.PANEL + 3 * attention.HEADER + attention.FOOTER)))
+
+
+def test_every_word_gets_a_panel_and_the_footer_says_attention_is_not_grounding():
+    words = tuple("a small blue circle with a small blue diamond to its right on the grey ground".split())
+    fig = attention.attention_figure(example(words), "X-LAN")
+    titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
+    assert titles[1:] == [f"{k}: “{w}”" for k, w in enumerate(words, 1)]  # after the image's panel, all 16 words
+    assert "Attention is not grounding" in fig.get_supxlabel()
+    assert "does not show grounding" in attention.caption("xlan") and "`xlan`" in attention.caption("xlan")
 
 
 def test_attention_mass_and_box_scaling_are_in_picture_pixels():
@@ -152,4 +161,7 @@ def test_a_missing_model_file_skips_the_paper(tmp_path):
     attention.write_attention_figures(cfg, tmp_path, out)
     assert written["xlan"].read_bytes() == first
     lines = figure_index_lines({}, tmp_path / paths.INDEX, {"xlan": "X-LAN"}, attention=written)
-    assert lines[-1] == "- **X-LAN**: [attention](figures/xlan_attention.png)"
+    assert lines[-1] == "![X-LAN: attention](figures/xlan_attention.png)"  # shown; no caption given
+    captioned = figure_index_lines({}, tmp_path / paths.INDEX, {"xlan": "X-LAN"}, attention=written,
+                                   captions={"xlan_attention.png": attention.caption("xlan")})
+    assert captioned[-1] == f"*X-LAN: attention.* {attention.caption('xlan')}"

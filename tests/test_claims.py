@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -13,8 +14,10 @@ from scipy import stats
 
 from crossmodal.config import Config, build
 from crossmodal.io import InputError
-from crossmodal.reports.claims import (HOLDS, PENDING, REVERSED, UNCLEAR, ClaimsPage, against_spread, build_claims,
-                                       cross_cpu_spread, judge, objectives, pooled_spread, seed_groups, welch)
+from crossmodal.reports.claims import (HOLDS, PENDING, RECIPE, REVERSED, SAMPLED_SCST, SEEDS, UNCLEAR, UNTESTABLE,
+                                       WORLD, ClaimResult, ClaimsPage, Systems, against_spread, build_claims,
+                                       cross_cpu_spread, judge, pooled_spread, seed_groups, welch, worlds)
+from crossmodal.reports.power import mde, runs_to_decide
 from crossmodal.reports.tables import PAPER_TABLES, load_table, load_tables
 
 BASE = {"model": "updown", "vocabulary": "min5", "train": {"max_epochs": 4}}
@@ -39,12 +42,16 @@ def test_identical_distributions_are_not_distinguishable_and_say_their_ns():
     values = [150.0, 160.0, 155.0, 149.0]
     v = welch(values, list(values))
     assert v.verdict == UNCLEAR and v.diff == 0 and v.low < 0 < v.high and v.d == 0
-    assert v.label() == "not distinguishable with 4 and 4 seeds"
+    assert v.ahead("`x`", "`y`") == "`x` and `y` tied"
 
 
 def test_overlapping_seed_spreads_are_not_distinguishable():
     v = welch([181.5, 194.0, 177.0, 176.4], [183.0, 170.0, 190.0])  # a 4-point gap inside an 18-point seed range
-    assert v.verdict == UNCLEAR and v.label() == "not distinguishable with 3 and 4 seeds"
+    assert v.verdict == UNCLEAR and (v.n_better, v.n_worse) == (4, 3)
+    low, high = f"{v.low:+.1f}".replace("-", "−"), f"{v.high:+.1f}".replace("-", "−")
+    assert v.ahead("`x`", "`y`") == f"`x` ahead by +{v.diff:.1f} [{low}, {high}]"
+    swapped = welch([183.0, 170.0, 190.0], [181.5, 194.0, 177.0, 176.4])
+    assert swapped.ahead("`y`", "`x`") == f"`x` ahead by +{v.diff:.1f} [{low}, {high}]"  # x's lead, as x's
 
 
 def test_welch_interval_is_the_direct_welch_satterthwaite_computation():
@@ -80,14 +87,14 @@ def test_a_single_run_far_above_a_seed_group_holds_by_the_pooled_spread():
 def test_a_single_run_inside_the_seed_spread_is_not_distinguishable():
     spread = pooled_spread({"g": [180.0, 190.0, 170.0, 185.0]})
     v = judge([187.0], [180.0, 190.0, 170.0, 185.0], spread)
-    assert v.test == "pooled" and v.verdict == UNCLEAR and v.label() == "not distinguishable with 4 and 1 seeds"
+    assert v.test == "pooled" and v.verdict == UNCLEAR and (v.n_better, v.n_worse) == (1, 4)
     two_singles = against_spread([150.0], [210.0], spread)
     assert two_singles.verdict == REVERSED and two_singles.high < 0
 
 
 def test_without_any_seed_group_a_single_run_is_not_distinguishable():
     v = judge([300.0], [100.0], None)
-    assert v.verdict == UNCLEAR and v.d is None and v.label() == "not distinguishable with 1 and 1 seeds"
+    assert v.verdict == UNCLEAR and v.d is None and v.ahead("`x`", "`y`") == "`x` ahead by +200.0"  # no interval
 
 
 def test_cross_cpu_spread_is_max_minus_min_of_updown_test_cider(tmp_path):
@@ -126,7 +133,7 @@ def test_seed_groups_differ_only_by_seed_and_init():
     assert groups["a_lr"] == ("a_lr",) and groups["b"] == ("b",)
     assert groups["s"] == ("s", "s_seed1") and groups["t"] == ("t",) and groups["s_lr"] == ("s_lr",)
     assert groups["e"] == ("e",)  # an ensemble is one run
-    assert objectives(_config())["e"] == "xe" and objectives(_config())["s"] == "scst"
+    assert Systems.of(_config()).members["e"] == ("a", "a_seed1", "a_seed2", "a_lr")
 
 
 # ---------------------------------------------------------------- the claim loader
@@ -225,54 +232,178 @@ def _metrics(tmp_path: Path, cider: dict[str, float]) -> Path:
 
 
 def _page_rows(markdown: str) -> dict[str, list[str]]:
-    """The claims tables' rows keyed by the claim cell's system names (`better` > `worse`)."""
+    """The claims tables' rows keyed by the two systems as the paper ranks them (`better` > `worse`)."""
     rows = {}
     for line in markdown.splitlines():
-        if line.startswith("| ") and "` > `" in line:
-            cells = [c.strip() for c in line.strip("|").split("|")]
-            rows[cells[0].split("(", 1)[1].rstrip(")")] = cells
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        named = [c.split("`")[1] for c in cells if c.startswith("`")][:2]
+        if line.startswith("| ") and len(named) == 2:
+            rows[f"{named[0]} > {named[1]}"] = cells
     return rows
 
 
-def test_the_page_shows_paper_ours_and_verdicts(tmp_path):
+def _build(tables, cfg, metrics, **kwargs) -> ClaimsPage:
+    return build_claims({"xlan": tables}, Systems.of(cfg), metrics, **{"cpu_spread": None, **kwargs})
+
+
+def test_the_page_names_the_papers_better_system_first_and_which_of_ours_came_out_ahead(tmp_path):
     table = _load(tmp_path, [CLAIM, {**CLAIM, "id": "s_over_a", "text": "SCST over XE", "better": "s"},
                              {**CLAIM, "id": "a_over_b", "text": "Base over New", "better": "a", "worse": "b"}])
-    cfg = _config()
     metrics = _metrics(tmp_path, {"a": 180.0, "a_seed1": 182.0, "a_seed2": 178.0, "a_lr": 150.0, "b": 200.0,
                                   "s": 130.0, "s_seed1": 128.0})
-    page = build_claims({"xlan": [table]}, seed_groups(cfg), objectives(cfg), metrics, cpu_spread=25.0,
-                        cpu_source="spread.md")
+    page = _build([table], _config(), metrics, cpu_spread=25.0, cpu_source="spread.md")
     rows = _page_rows(page.markdown)
-    b_over_a = rows["`b` > `a`"]
-    assert b_over_a[1:5] == ["110.0 → 115.5", "180.0 ± 2.0 (3)", "200.0 (1 run)", "**holds**[^pooled][^cpu]"]
+    b_over_a = rows["b > a"]
+    assert b_over_a[1:4] == ["115.5 vs 110.0 (+5.5)", "`b` 200.0 (1 run)", "`a` 180.0 ± 2.0 (3)"]
+    assert b_over_a[4].startswith("**holds**[^pooled][^cpu]: `b` ahead by +20.0 [")
     pooled = math.sqrt((2 * 4.0 + 1 * 2.0) / 3)  # the seeds of a (variance 4, df 2) and s (variance 2, df 1)
-    assert b_over_a[5].startswith("+20.0 [") and b_over_a[5].endswith(f"d {20 / pooled:.2f}")
-    s_over_a = rows["`s` > `a`"]
-    assert s_over_a[3:5] == ["129.0 ± 1.4 (2)", "**reversed**[^scst]"]  # Welch: both sides have seeds
-    assert rows["`a` > `b`"][4] == "**reversed**[^pooled][^cpu]"
-    assert page.verdicts == {"t": {"b_over_a": HOLDS, "s_over_a": REVERSED, "a_over_b": REVERSED}}
-    assert page.counts == {HOLDS: 1, REVERSED: 2, UNCLEAR: 0, PENDING: 0}
-    assert page.summary() == "3 claims: 1 hold, 2 reversed, 0 not distinguishable"
+    assert b_over_a[5] == f"{20 / pooled:.2f}"
+    s_over_a = rows["s > a"]  # Welch: both sides have seeds; the larger number is ours ahead, named as such
+    assert s_over_a[2:4] == ["`s` 129.0 ± 1.4 (2)", "`a` 180.0 ± 2.0 (3)"]
+    assert s_over_a[4].startswith("**reversed**: `a` ahead by +51.0 [+")
+    assert rows["a > b"][4].startswith("**reversed**[^pooled][^cpu]: `b` ahead by +20.0")
+    assert {t: {c: r.outcome for c, r in claims.items()} for t, claims in page.results.items()} == {
+        "t": {"b_over_a": HOLDS, "s_over_a": REVERSED, "a_over_b": REVERSED}}
+    assert page.counts == {HOLDS: 1, REVERSED: 2, SEEDS: 0, RECIPE: 0, PENDING: 0, WORLD: 0}
+    assert page.summary() == "3 claims: 1 hold, 2 reversed, 0 undecided for want of seeds"
     assert page.held(["t"]) == "1 of 3" and page.held(["t", "untranscribed"]) == "1 of 3"
     assert page.held(["untranscribed"]) == "—"  # a table without claims
     text = page.markdown
     assert "synthetic data, not COCO" in text and "95% confidence" in text and "Welch's t-test" in text
-    assert "[^pooled]: Judged with the pooled seed spread" in text and "[^scst]: SCST over cross-entropy" in text
+    assert "[^pooled]: Judged with the seed spread of the claim's world" in text and "[^recipe]" not in text
     assert "[^cpu]: The difference is smaller than the cross-CPU spread of Up-Down's test CIDEr-D (25.0 points" in text
     assert '"New is better."' in text
 
 
-def test_the_page_says_pending_and_not_distinguishable(tmp_path):
+def test_an_undecided_claim_gives_the_minimum_detectable_effect_and_the_runs_that_would_decide(tmp_path):
     table = _load(tmp_path, [CLAIM])
-    cfg = _config()
     metrics = _metrics(tmp_path, {"a": 180.0, "a_seed1": 195.0, "a_seed2": 170.0, "b": 186.0})
-    page = build_claims({"xlan": [table]}, seed_groups(cfg), objectives(cfg), metrics, cpu_spread=None)
-    assert _page_rows(page.markdown)["`b` > `a`"][4] == "**not distinguishable with 3 and 1 seeds**[^pooled]"
-    assert "[^cpu]" not in page.markdown
-    metrics_b_missing = _metrics(tmp_path / "other", {"a": 180.0})
-    pending = build_claims({"xlan": [table]}, seed_groups(cfg), objectives(cfg), metrics_b_missing, cpu_spread=None)
-    assert _page_rows(pending.markdown)["`b` > `a`"][3:5] == ["pending", "pending"]
-    assert pending.counts[PENDING] == 1 and pending.held(["t"]) == "0 of 1"  # a pending claim counts, holds not
+    page = _build([table], _config(), metrics)
+    result = page.results["t"]["b_over_a"]
+    spread = pooled_spread({"a": [180.0, 195.0, 170.0]})
+    assert (result.outcome, result.reason, result.world) == (UNCLEAR, SEEDS, "images")
+    assert result.mde == pytest.approx(mde(spread.std, 1, 3, spread.df, 0.95))
+    assert result.runs_needed == runs_to_decide(5.5, spread.std, 0.95)
+    cell = _page_rows(page.markdown)["b > a"][4]
+    assert cell == (f"**undecided (seeds)**[^pooled]: `b` ahead by +4.3 [{result.verdict.low:+.1f}, "
+                    f"{result.verdict.high:+.1f}]; detectable at these n: {result.mde:.1f}; the paper's gap of 5.5 "
+                    f"needs {result.runs_needed} runs a side").replace("-", "−")
+    assert page.summary() == "1 claims: 0 hold, 0 reversed, 1 undecided for want of seeds"
+    assert page.sentence() == ("Of the 1 claim the worlds can test, 0 hold, 0 are reversed and 1 is undecided for want "
+                               "of seeds.")
+    missing = _build([table], _config(), _metrics(tmp_path / "other", {"a": 180.0}))
+    assert _page_rows(missing.markdown)["b > a"][3:5] == ["`a` 180.0 (1 run)", "pending"]
+    assert missing.counts[PENDING] == 1 and missing.held(["t"]) == "0 of 1"  # a pending claim counts, holds not
+
+
+def test_a_recipe_known_to_be_wrong_is_read_from_the_runs_histories(tmp_path):
+    table = _load(tmp_path, [{**CLAIM, "id": "s_over_a", "better": "s"}])
+    metrics = _metrics(tmp_path, {"a": 180.0, "a_seed1": 195.0, "a_seed2": 170.0, "s": 186.0, "s_seed1": 180.0})
+    page = _build([table], _config(), metrics)
+    assert page.results["t"]["s_over_a"].reason == SEEDS  # no history: nothing known against the recipe
+    for key, reason in ((SAMPLED_SCST, RECIPE), ("train_CIDEr_beam", SEEDS)):
+        data = json.loads((metrics / "s_seed1.json").read_text())
+        (metrics / "s_seed1.json").write_text(json.dumps({**data, "history": [{"epoch": 1, key: 1.2}]}))
+        result = _build([table], _config(), metrics).results["t"]["s_over_a"]
+        assert result.reason == reason and (result.link is not None) == (reason == RECIPE)
+    from crossmodal.training.scst import REWARD_KEYS
+    assert SAMPLED_SCST == REWARD_KEYS["sample"]
+
+
+def _worlds_config() -> Config:
+    video = {**BASE, "vocabulary": "msvd"}
+    return build(Config, {"vocabularies": {"min5": {}, "msvd": {"corpus": "msvd"}}, "xlan": {"systems": {
+        "a": BASE, "a_seed1": {"of": "a", "train": {"seed": 1}}, "a_seed2": {"of": "a", "train": {"seed": 2}},
+        "b": {**BASE, "model_args": {"dim": 8}}, "b_seed1": {"of": "b", "train": {"seed": 1}},
+        "v": video, "w": {**video, "model_args": {"dim": 8}}}}})
+
+
+def test_one_spread_per_world_and_a_world_without_seeds_has_none(tmp_path):
+    cfg = _worlds_config()
+    assert {n: w for n, w in worlds(cfg).items()} == {"a": "images", "a_seed1": "images", "a_seed2": "images",
+                                                       "b": "images", "b_seed1": "images", "v": "msvd", "w": "msvd"}
+    path = tmp_path / "t.yaml"
+    table = _table([CLAIM, {**CLAIM, "id": "v_over_w", "better": "v", "worse": "w"}])
+    table["sections"][0]["rows"] += [{"label": "V", "values": {"xe:CIDEr": 90.0, "scst:CIDEr": None}, "variant": "v"},
+                                     {"label": "W", "values": {"xe:CIDEr": 80.0, "scst:CIDEr": None}, "variant": "w"}]
+    table["columns"] = [{"key": "CIDEr", "label": "C", "group": "xe"}, {"key": "CIDEr", "label": "C", "group": "scst"}]
+    table["sections"][0]["rows"][-2]["variant"] = {"xe": "v"}
+    table["sections"][0]["rows"][-1]["variant"] = {"xe": "w"}
+    table["sections"][0]["rows"][1]["variant"] = {"xe": "b"}
+    path.write_text(yaml.safe_dump(table, sort_keys=False))
+    metrics = _metrics(tmp_path, {"a": 180.0, "a_seed1": 184.0, "a_seed2": 170.0, "b": 200.0, "b_seed1": 190.0,
+                                  "v": 100.0, "w": 10.0})
+    page = _build([load_table(path)], cfg, metrics)
+    # the image world's spread, by hand: a's variance (df 2) and b's (df 1) pooled
+    a, b = np.array([180.0, 184.0, 170.0]), np.array([200.0, 190.0])
+    by_hand = math.sqrt((2 * a.var(ddof=1) + 1 * b.var(ddof=1)) / 3)
+    assert f"image captioning, CIDEr-D {by_hand:.1f} points (3 degrees of freedom" in " ".join(page.markdown.split())
+    assert "video captioning, MSVD-like, CIDEr-D: no seeds in this world" in " ".join(page.markdown.split())
+    video = page.results["t"]["v_over_w"]  # 90 points apart, yet no other world's spread judges it
+    assert (video.outcome, video.reason, video.world, video.mde) == (UNCLEAR, SEEDS, "msvd", None)
+    assert _page_rows(page.markdown)["v > w"][4] == ("**undecided (seeds)**: `v` ahead by +90.0; no seeds in this "
+                                                      "world: no minimum detectable effect")
+
+
+def test_a_claim_the_world_cannot_test_is_listed_apart_and_leaves_the_denominator(tmp_path):
+    untestable = {"reason": "Nothing to act on.",
+                  "link": "docs/synthetic-worlds.md#semantic-attributes-eta-transformer"}
+    table = _load(tmp_path, [CLAIM, {**CLAIM, "id": "s_over_a", "better": "s", "untestable": untestable}])
+    metrics = _metrics(tmp_path, {"a": 180.0, "a_seed1": 182.0, "a_seed2": 178.0, "b": 200.0, "s": 130.0})
+    page = _build([table], _config(), metrics)
+    result = page.results["t"]["s_over_a"]
+    assert (result.outcome, result.reason, result.why) == (UNTESTABLE, WORLD, "Nothing to act on.")
+    assert page.held(["t"]) == "1 of 1" and page.counts[WORLD] == 1
+    assert page.tally(["t"]) == {"Testable claims": "1", "Hold": "1", "Reversed": "0", "Undecided: seeds": "0",
+                                 "Untestable on the world": "1"}
+    assert page.sentence() == ("Of the 1 claim the worlds can test, 1 holds, 0 are reversed and 0 are undecided for "
+                               "want of seeds; 1 more is untestable on these worlds.")
+    apart = page.markdown.split("## Claims these worlds cannot test", 1)[1]
+    assert "Nothing to act on. ([docs/synthetic-worlds.md](../docs/synthetic-worlds.md#semantic-attributes-eta-" \
+           "transformer))" in apart and "s > a" in _page_rows(apart) and "s > a" not in _page_rows(
+               page.markdown.split("## Claims these worlds cannot test", 1)[0])
+    with pytest.raises(InputError, match="link must name a Markdown page and its section"):
+        _load(tmp_path, [{**CLAIM, "untestable": {**untestable, "link": "docs/synthetic-worlds.md"}}])
+
+
+def test_a_claim_the_world_cannot_test_on_systems_not_trained_yet_is_listed_apart_as_pending(tmp_path):
+    untestable = {"reason": "Nothing to act on.",
+                  "link": "docs/synthetic-worlds.md#semantic-attributes-eta-transformer"}
+    table = _load(tmp_path, [CLAIM, {**CLAIM, "id": "s_over_a", "better": "s", "untestable": untestable}])
+    page = _build([table], _config(), _metrics(tmp_path, {"a": 180.0, "a_seed1": 182.0, "a_seed2": 178.0, "b": 200.0}))
+    assert page.results["t"]["s_over_a"].verdict is None
+    row = _page_rows(page.markdown.split("## Claims these worlds cannot test", 1)[1])["s > a"]
+    assert "pending" in row and any("Nothing to act on." in cell for cell in row)
+
+
+def _anchors(markdown: str) -> set[str]:
+    """GitHub's anchors of a page's headings: lower case, punctuation dropped, spaces to hyphens."""
+    return {re.sub(r"[^\w\- ]", "", line.lstrip("#").strip().lower()).replace(" ", "-")
+            for line in markdown.splitlines() if line.startswith("#")}
+
+
+def test_every_untestable_claim_links_a_section_of_the_docs_that_exists():
+    tables = load_tables([p.stem for p in sorted(PAPER_TABLES.glob("*.yaml"))])
+    links = {c.untestable.link for t in tables for c in t.claims if c.untestable}
+    assert links, "no claim is marked untestable"
+    root = Path(__file__).resolve().parents[1]
+    for link in links:
+        page, anchor = link.split("#")
+        assert anchor in _anchors((root / page).read_text()), f"{link}: no such section"
+    assert "missing-section" not in _anchors((root / "docs/synthetic-worlds.md").read_text())
+
+
+def test_the_minimum_detectable_effect_has_the_power_it_promises():
+    """The MDE formula against the exact power of the two-sided t-test (noncentral t), and the runs a side."""
+    for std, n1, n2, df in ((10.0, 1, 4, 24), (11.3, 3, 3, 24), (1.4, 1, 3, 12), (5.0, 4, 4, 6)):
+        effect = mde(std, n1, n2, df, 0.95)
+        ncp = effect / (std * math.sqrt(1 / n1 + 1 / n2))
+        crit = stats.t.ppf(0.975, df)
+        power = 1 - stats.nct.cdf(crit, df, ncp) + stats.nct.cdf(-crit, df, ncp)
+        assert power == pytest.approx(0.8, abs=0.03)
+    n = runs_to_decide(6.0, 11.3, 0.95)
+    assert mde(11.3, n, n, 2 * n - 2, 0.95) <= 6.0 < mde(11.3, n - 1, n - 1, 2 * n - 4, 0.95)
+    assert runs_to_decide(0.01, 11.3, 0.95) is None and runs_to_decide(0.0, 11.3, 0.95) is None
 
 
 def test_a_real_split_tables_claims_are_judged_on_that_split_under_a_real_profile(tmp_path):
@@ -283,12 +414,13 @@ def test_a_real_split_tables_claims_are_judged_on_that_split_under_a_real_profil
     for name, val in {"a": 2.0, "a_seed1": 2.02, "a_seed2": 1.98, "b": 1.5}.items():  # on val, b is worse
         data = json.loads((metrics / f"{name}.json").read_text())
         (metrics / f"{name}.json").write_text(json.dumps({**data, "val": {"CIDEr": val}}))
-    synthetic = build_claims({"xlan": [table]}, seed_groups(cfg), objectives(cfg), metrics, cpu_spread=None)
-    assert _page_rows(synthetic.markdown)["`b` > `a`"][4].startswith("**holds**")  # test, as on synthetic data
+    synthetic = _build([table], cfg, metrics)
+    assert _page_rows(synthetic.markdown)["b > a"][4].startswith("**holds**")  # test, as on synthetic data
     (metrics / "data_profile.json").write_text(json.dumps({"profile": "real", "synthetic": False}))
-    real = build_claims({"xlan": [table]}, seed_groups(cfg), objectives(cfg), metrics, cpu_spread=None)
-    row = _page_rows(real.markdown)["`b` > `a`, on val"]
-    assert row[2:5] == ["200.0 ± 2.0 (3)", "150.0 (1 run)", "**reversed**[^pooled]"]
+    real = _build([table], cfg, metrics)
+    row = _page_rows(real.markdown)["b > a"]
+    assert row[0] == "New over Base (on val)" and row[2:4] == ["`b` 150.0 (1 run)", "`a` 200.0 ± 2.0 (3)"]
+    assert row[4].startswith("**reversed**[^pooled]: `a` ahead by +50.0")
 
 
 def test_the_index_links_the_claims_page_first_and_counts_each_tables_claims_that_hold(tmp_path):
@@ -301,12 +433,15 @@ def test_the_index_links_the_claims_page_first_and_counts_each_tables_claims_tha
     metrics = _metrics(tmp_path, {})
     (metrics / "a.json").write_text(json.dumps({"variant": "a", "test": {"BLEU-4": 0.3, "METEOR": 0.2, "CIDEr": 1.8}}))
     index = tmp_path / "index.md"
-    page = ClaimsPage("", {"t": {"x": HOLDS, "y": REVERSED, "z": UNCLEAR, "w": PENDING}})  # u records no claims
+    page = ClaimsPage("", {"t": {"x": ClaimResult(HOLDS, None, "images"), "y": ClaimResult(REVERSED, None, "images"),
+                                 "z": ClaimResult(UNCLEAR, SEEDS, "images"), "w": ClaimResult(PENDING, None, "images"),
+                                 "v": ClaimResult(UNTESTABLE, WORLD, "images")}})  # u records no claims
     build_index([summary], summary.parent, index, metrics, {"a": "xlan"}, "| status |", (tmp_path / "claims.md", page))
     lines = [line for line in index.read_text().splitlines() if line]
     assert lines[:2] == ["# Reproduced tables", "**Start here: [the papers' claims, tested over seeds](claims.md)** "
-                         "(4 claims: 1 hold, 1 reversed, 1 not distinguishable, 1 pending)."]
+                         "(5 claims: 1 hold, 1 reversed, 1 undecided for want of seeds, 1 untestable on the worlds, "
+                         "1 pending)."]
     assert lines[2].startswith("**Computed on:") and lines[3] == "## Status of the papers"
-    assert "| Table | Source | Paper | Reproduced | Server only | Pending | Cited | Claims that hold |" in lines
-    assert "| [t](tables/t.md) | Table 9 | P | 1 | 0 | 0 | 0 | 1 of 4 |" in lines
+    assert "| Table | Source | Paper | Rows run | Server only | Pending | Cited | Claims that hold |" in lines
+    assert "| [t](tables/t.md) | Table 9 | P | 1 | 0 | 0 | 0 | 1 of 4 |" in lines  # the untestable one left out
     assert "| [u](tables/u.md) | Table 10 | P | 0 | 0 | 0 | 2 | — |" in lines

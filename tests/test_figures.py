@@ -212,10 +212,61 @@ def test_the_overview_puts_cross_entropy_and_scst_apart_and_seeds_together(metri
     fig = figures.overview_figure("baselines", curves, SEEDS)
     xe_axis, scst_axis = fig.axes
     assert {line.get_gid() for line in xe_axis.get_lines()} >= {"updown", "updown_seed1"}
-    assert [t.get_text() for t in xe_axis.get_legend().get_texts()] == ["updown_seed1 (2 seeds)"]
-    assert [t.get_text() for t in scst_axis.get_legend().get_texts()] == ["updown_scst"]
+    assert {"updown_seed1:mean", "updown_seed1:band"} <= {a.get_gid() for a in xe_axis.get_children()}
+    assert [t.get_text() for t in xe_axis.get_legend().get_texts()] == ["updown_seed1: 2 seeds, mean ± sd"]
+    assert [t.get_text() for t in scst_axis.get_legend().get_texts()] == ["updown_scst: one run"]
     only_xe = figures.overview_figure("baselines", curves[:2], SEEDS)
     assert len(only_xe.axes) == 1
+
+
+def test_a_seed_band_is_the_mean_and_sd_where_two_runs_or_more_reached_the_epoch(metrics_dir):
+    """Runs stop at different epochs: the band covers the epochs that two or more runs reached, and a lone run has
+    none."""
+    short = figures.read_curves(metrics_dir / "updown_seed1.json")
+    long = figures.read_curves(metrics_dir / "updown.json")
+    short = figures.Curves("short", short.rows[:2], 1, "patience")
+    band = figures.seed_band([long, short])
+    assert band.epochs == [1, 2] and band.n == [2, 2]
+    assert band.mean == pytest.approx([35.5, 88.5])  # (38 + 33) / 2, (91 + 86) / 2
+    assert band.sd == pytest.approx([5 / 2 ** 0.5] * 2)  # two values 5 apart: sd = 5 / sqrt(2)
+    assert figures.seed_band([long]).epochs == []
+
+
+def test_every_axis_starts_at_0_and_the_legend_hides_no_line(metrics_dir):
+    curves = [figures.read_curves(metrics_dir / f"{n}.json") for n in ("updown", "updown_seed1", "updown_scst")]
+    fig = figures.overview_figure("baselines", curves, SEEDS)
+    figures.figure_png(fig)  # lays the figure out
+    for ax in fig.axes:
+        assert ax.get_ylim()[0] == 0
+        legend, plot = ax.get_legend().get_window_extent(), ax.get_window_extent()
+        assert legend.x0 >= plot.x1  # outside the plotting area, to its right
+    system = figures.system_figure(curves[0])
+    assert system.axes[0].get_ylim()[0] == 0 and system.axes[1].get_ylim()[0] == 0
+    scst = figures.system_figure(curves[2])  # SCST's loss is negative: its axis reaches below 0
+    low, high = scst.axes[1].get_ylim()
+    assert low < -0.16 and high >= 0
+
+
+def test_one_quantity_per_axis_and_many_systems_as_small_multiples(tmp_path):
+    """A second validation metric (BAN's grounding recall) gets its own section and axis; a section with more systems
+    than ONE_AXIS draws one small axis per system, each titled with its runs."""
+    folder = tmp_path / "metrics"
+    folder.mkdir()
+    vqa = [{"epoch": e, "train_loss": 1.0, "val_score": 0.1 * e} for e in (1, 2, 3)]
+    recall = [{"epoch": e, "train_loss": 1.0, "val_recall": 0.2 * e} for e in (1, 2)]
+    names = [f"ban_{k}" for k in range(figures.ONE_AXIS + 1)]
+    for name in names:
+        (folder / f"{name}.json").write_text(json.dumps({"history": vqa, "best_epoch": 3}))
+    (folder / "ban_flickr.json").write_text(json.dumps({"history": recall, "best_epoch": 2}))
+    curves = [figures.read_curves(folder / f"{n}.json") for n in [*names, "ban_flickr"]]
+    assert [(m, len(c)) for m, _, c in figures.overview_sections(curves)] == [("val_score", len(names)),
+                                                                             ("val_recall", 1)]
+    fig = figures.overview_figure("ban", curves)
+    used = [ax for ax in fig.axes if ax.get_visible() and ax.axison]
+    assert len(used) == len(names) + 1
+    assert [ax.get_title() for ax in used[:2]] == ["ban_0: one run", "ban_1: one run"]
+    assert used[-1].get_ylabel() == "R@1 (x100)"
+    assert [t.get_text() for t in used[-1].get_legend().get_texts()] == ["ban_flickr: one run"]
 
 
 def test_systems_without_a_history_are_skipped(metrics_dir, tmp_path):
@@ -278,19 +329,27 @@ def test_a_run_without_a_recorded_stop_reason_says_so(metrics_dir):
     (metrics_dir / "old.json").write_text(json.dumps(data))
     curves = figures.read_curves(metrics_dir / "old.json")
     assert curves.stopped_by is None and curves.best_epoch == 2 and curves.system == "old"
-    assert "3 epochs, stop reason not recorded" in figures.system_figure(curves).axes[0].get_title()
+    assert "one run: 3 epochs, stop reason not recorded" in figures.system_figure(curves).axes[0].get_title()
 
 
-def test_the_index_section_links_every_figure_relative_to_the_index(metrics_dir, tmp_path):
+def test_the_index_section_shows_each_figure_with_its_caption_and_links_relative_to_the_index(metrics_dir, tmp_path):
     reports = tmp_path / "reports"
     written = figures.write_figures(metrics_dir, reports / "figures", PAPERS, seeds=SEEDS)
+    extra = reports / "hoca_figures" / "fig5.png"
+    extra.parent.mkdir()
+    extra.write_bytes(b"png")
     lines = figures.figure_index_lines(written, reports / "index.md", titles={"baselines": "Baselines"},
-                                       plots_dir=reports / "plots")
-    assert lines[0] == "## Figures" and "[plots/](plots/)" in lines[2]
-    assert lines[-1] == ("- **Baselines**: [overview](figures/baselines_curves.png) · "
-                         "[`updown`](figures/curves/updown.png) · "
-                         "[`updown_seed1`](figures/curves/updown_seed1.png) · "
-                         "[`updown_scst`](figures/curves/updown_scst.png)")
+                                       plots_dir=reports / "plots", paper_figures={"baselines": [("Fig. 5", extra)]},
+                                       captions={"fig5.png": "What Fig. 5 shows."})
+    assert lines[0] == "## Figures" and "[plots/](plots/)" in lines[2] and figures.CURVES_CAPTION in lines[2]
+    body = lines[lines.index("### Baselines"):]
+    assert body[2:6] == ["![Baselines: training curves](figures/baselines_curves.png)", "",
+                         f"*Baselines: training curves.* {figures.OVERVIEW_CAPTION}", ""]
+    assert body[6:10] == ["![Baselines, Fig. 5](hoca_figures/fig5.png)", "", "*Baselines, Fig. 5.* What Fig. 5 shows.",
+                          ""]
+    assert body[-1] == ("Each system's curves: [`updown`](figures/curves/updown.png) · "
+                        "[`updown_seed1`](figures/curves/updown_seed1.png) · "
+                        "[`updown_scst`](figures/curves/updown_scst.png)")
     for line in lines:  # every link resolves from the index's folder
         for target in [part.split(")")[0] for part in line.split("](")[1:]]:
             assert (reports / target).exists(), target

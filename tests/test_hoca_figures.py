@@ -25,6 +25,7 @@ from crossmodal.decoding.search import greedy_decode
 from crossmodal.io import InputError, save_torch, write_json
 from crossmodal.models.hoca import MODALITIES, HOCAArgs, LowRankHOCACaptioner
 from crossmodal.modules.hoca import HierarchicalFusion, HOCAAttentionFusion
+from crossmodal.reports import claims
 from crossmodal.reports import hoca_figures as figs
 from crossmodal.stages import hoca_figures as stage
 
@@ -92,6 +93,24 @@ def test_fig5_draws_each_rank_and_the_full_tensor_line_and_renders_the_same_byte
     assert figs.rank_png(ranks, full) != png  # the values are drawn
 
 
+def test_fig5_starts_at_0_and_says_one_run_or_draws_the_seeds_mean_and_sd(tmp_path):
+    single = figs.rank_figure([(1, 0.83), (2, 0.81)], 0.86)
+    assert single.axes[0].get_ylim()[0] == 0
+    notes = [t.get_text() for t in single.axes[0].texts]
+    assert notes == ["83.0\none run", "81.0\none run"] and "One run per point" in single.get_supxlabel()
+    assert "one run" in single.axes[0].get_legend().get_texts()[0].get_text()
+    seeds = [write_metrics(tmp_path, f"l_seed{k}", metrics(c)) for k, c in enumerate((0.80, 0.84, 0.88))]
+    png = figs.rank_png([(1, seeds), (2, write_metrics(tmp_path, "l2", metrics(0.81)))], seeds[:2])
+    check_png(png, pixels(figs.RANK_SIZE))
+    seeded = figs.rank_figure([(1, (0.80, 0.84, 0.88)), (2, 0.81)], (0.80, 0.84))
+    np.testing.assert_allclose(line(seeded, "low_rank").get_ydata(), [84.0, 81.0])  # the seeds' mean, x100
+    bars, = seeded.axes[0].containers  # the one errorbar
+    segments = bars.lines[2][0].get_segments()
+    np.testing.assert_allclose([s[:, 1] for s in segments], [[80.0, 88.0], [81.0, 81.0]])  # mean ± sd 4; none
+    assert [t.get_text() for t in seeded.axes[0].texts] == ["84.0\n3 runs, sd 4.0", "81.0\none run"]
+    assert "One run per point" not in seeded.get_supxlabel()
+
+
 def test_fig5_refuses_bad_inputs(tmp_path):
     good = write_metrics(tmp_path, "good", metrics(0.8))
     no_cider = write_metrics(tmp_path, "bad", {"variant": "bad", "test": {"BLEU-4": 0.4}})
@@ -120,8 +139,9 @@ def test_fig6_draws_each_systems_validation_curve_and_renders_the_same_bytes(tmp
     np.testing.assert_allclose(line(fig, "HOCA-UBT").get_ydata(), [25.0, 30.0, 40.0, 38.0])
     assert list(line(fig, "HOCA-U").get_xdata()) == [1, 2, 3]
     legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
-    assert legend == ["HOCA-U: best 35.0 at epoch 2", "HOCA-UBT: best 40.0 at epoch 3",
-                      "L-HOCA-UBT, k=1: best 42.0 at epoch 2"]
+    assert legend == ["HOCA-U: best 35.0 at epoch 2, one run", "HOCA-UBT: best 40.0 at epoch 3, one run",
+                      "L-HOCA-UBT, k=1: best 42.0 at epoch 2, one run"]
+    assert fig.axes[0].get_ylim()[0] == 0
     write_metrics(tmp_path, "l", metrics(0.5, [0.3, 0.42], best=1))
     assert figs.curves_png(curves) != png
 
@@ -272,9 +292,17 @@ def write_trained_files(root: Path, cfg) -> None:
         model = LowRankHOCACaptioner(HOCAArgs(**SYSTEMS[name]), len(WORDS), DIMS)
         save_torch({"state_dict": model.state_dict()}, root / paths.MODELS / name / "model.pt")
         write_metrics(root / paths.METRICS, name, metrics(0.8 + k / 100, [0.3, 0.4 + k / 100], best=2))
+    write_metrics(root / paths.METRICS, "hoca_ubt_seed1", metrics(0.79, [0.32, 0.38], best=2))  # the `seeds` fixture's
 
 
-def test_the_stage_writes_the_three_figures_from_trained_systems(tmp_path, capsys):
+@pytest.fixture
+def seeds(monkeypatch):
+    """The fake params' seed groups (claims.seed_groups reads a real config): hoca_ubt has a second seed."""
+    groups = {name: (name,) for name in SYSTEMS} | {"hoca_ubt": ("hoca_ubt", "hoca_ubt_seed1")}
+    monkeypatch.setattr(claims, "seed_groups", lambda cfg: groups)
+
+
+def test_the_stage_writes_the_three_figures_from_trained_systems(tmp_path, capsys, seeds):
     commands = cli.stage_commands()
     assert commands["hoca-figures"][0] == "hoca_figures"
     assert set(commands["hoca-figures"][1]) == {"--out", "--ranks", "--full", "--curves", "--maf"}
@@ -301,9 +329,12 @@ def test_the_stage_writes_the_three_figures_from_trained_systems(tmp_path, capsy
     stage.run(cfg, tmp_path, args)  # a rerun writes the same bytes
     capsys.readouterr()
     assert {name: (out / name).read_bytes() for name in first} == first
+    (tmp_path / paths.METRICS / "hoca_ubt_seed1.json").unlink()  # Figs. 5 and 6 read a system's seeds too
+    with pytest.raises(InputError, match="missing file: .*hoca_ubt_seed1.json"):
+        stage.run(cfg, tmp_path, args)
 
 
-def test_the_stage_refuses_bad_arguments(tmp_path):
+def test_the_stage_refuses_bad_arguments(tmp_path, seeds):
     cfg = fake_cfg()
     good = dict(out="o", ranks="1:l_hoca_ubt", full="hoca_ubt", curves="hoca_u", maf="hoca_u,hoca_ubt")
     for change, message in (({"ranks": "one:l_hoca_ubt"}, "is not rank:system"),

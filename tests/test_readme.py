@@ -15,7 +15,7 @@ from crossmodal import config
 from crossmodal.cli import stage_commands
 
 COMMANDS = {**stage_commands(), "pipelines": None}
-from crossmodal.reports.tables import status_block
+from crossmodal.reports.tables import SUMMARY_BEGIN, SUMMARY_END, status_block
 from crossmodal.stages.index import status
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,6 +66,16 @@ def test_the_status_table_is_generated_from_the_committed_results():
     assert status_block(README.read_text()) == expected, f"README.md's status table is stale: run `{FIX}`"
     index = (ROOT / "reports" / "index.md").read_text()
     assert expected in index, "reports/index.md's status differs from the summaries: run `python -m crossmodal index`"
+
+
+def test_the_readme_opens_with_the_claims_in_plain_words_generated_from_the_committed_results():
+    lines = README.read_text().splitlines()
+    first_heading = next(i for i, line in enumerate(lines) if line.startswith("## "))
+    assert SUMMARY_BEGIN in lines[:first_heading], "the summary block belongs under the title paragraph"
+    expected = _readme_status().summary(config.load(str(ROOT / "params.yaml")))
+    assert status_block(README.read_text(), SUMMARY_BEGIN, SUMMARY_END) == expected, \
+        f"README.md's first lines are stale: run `{FIX}`"
+    assert expected.startswith("Of the ") and "the worlds can test" in expected
 
 
 def test_every_docs_page_is_linked_from_the_readme_and_links_resolve():

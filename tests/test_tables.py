@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from crossmodal.io import InputError
-from crossmodal.reports.claims import HOLDS, PENDING, UNCLEAR, ClaimsPage
+from crossmodal.reports.claims import HOLDS, PENDING, SEEDS, UNCLEAR, UNTESTABLE, WORLD, ClaimResult, ClaimsPage
 from crossmodal.reports.tables import (REFERENCE_HEADING, STATUS_BEGIN, STATUS_END, WIDTH, build_index, build_paper,
                                        build_status, build_table, load_table, load_tables, replace_status, status_block,
                                        summary_name)
@@ -195,7 +195,7 @@ def test_build_with_only_updown_metrics(tmp_path, metrics_dir, xlan3_only):
 
     idx = index.read_text()
     assert "| [xlan_table3](tables/xlan_table3.md) | Table 3 | X-Linear Attention Networks" in idx
-    assert "| Reproduced | Server only | Pending | Cited |" in idx
+    assert "| Rows run | Server only | Pending | Cited |" in idx
     assert idx.rstrip().endswith("| 1 | 0 | 6 | 0 |")
 
 
@@ -721,23 +721,32 @@ def test_status_table_counts_tables_systems_and_rows_per_paper(tmp_path, metrics
     summaries = {"xlan": _summary(tmp_path / "xlan.json", ("x1", "Table 1", 2, 0, 1, 5), ("x2", "Table 2", 0, 3, 0, 2)),
                  "eta": _summary(tmp_path / "eta.json", ("e1", "Table 1", 1, 0, 4, 3))}
     systems = {"showtell": "baselines", "xlan": "xlan", "xlan_scst": "xlan", "xlan_dec": "xlan"}
-    claims = ClaimsPage("", {"x1": {"c1": HOLDS, "c2": UNCLEAR, "c3": PENDING}, "x2": {"c4": HOLDS},
-                             "other": {"c5": HOLDS}})  # e1 records no claims
+    result = {o: ClaimResult(o, r, "images") for o, r in ((HOLDS, None), (UNCLEAR, SEEDS), (PENDING, None),
+                                                           (UNTESTABLE, WORLD))}
+    claims = ClaimsPage("", {"x1": {"c1": result[HOLDS], "c2": result[UNCLEAR], "c3": result[PENDING]},
+                             "x2": {"c4": result[HOLDS], "c6": result[UNTESTABLE]},
+                             "other": {"c5": result[HOLDS]}})  # e1 records no claims
     status = build_status(summaries, systems, {"xlan_ensemble": "xlan"}, metrics_dir, claims)
+    tables = status.split("\n\n")
     rows = {line.split("|")[1].strip(): [c.strip() for c in line.strip("|").split("|")[1:]]
-            for line in status.splitlines() if line.startswith("| ") and "---" not in line}
+            for line in tables[0].splitlines() if line.startswith("| ") and "---" not in line}
     assert list(rows) == ["Paper", "X-LAN / X-Transformer", "ETA-Transformer", "AoANet", "HOCA / Low-Rank HOCA", "BAN"]
-    assert rows["Paper"] == ["Tables", "Systems", "Stopped by patience", "Reproduced", "Server only", "Pending",
-                             "Cited", "Claims that hold"]
-    assert rows["X-LAN / X-Transformer"] == ["2: Table 1, Table 2", "2 of 3 + 1 ensembles", "1 of 2", "2", "3", "1", "7",
-                                             "2 of 4"]  # the claims of its two tables, a pending one among them
-    assert rows["ETA-Transformer"] == ["1: Table 1", "0", "—", "1", "0", "4", "3", "—"]
-    assert rows["BAN"] == ["none yet", "0", "—", "—", "—", "—", "—", "—"]
-    assert "(`showtell`) are counted under no paper; of them, 1 of 1 stopped by patience" in " ".join(status.split())
-    assert "Claims that hold: of the orderings" in status and "`reports/claims.md`" in status
+    assert rows["Paper"] == ["Tables", "Systems", "Stopped by patience", "Rows run", "Server only", "Pending", "Cited"]
+    assert rows["X-LAN / X-Transformer"] == ["2: Table 1, Table 2", "2 of 3 + 1 ensembles", "1 of 2", "2", "3", "1",
+                                             "7"]
+    assert rows["ETA-Transformer"] == ["1: Table 1", "0", "—", "1", "0", "4", "3"]
+    assert rows["BAN"] == ["none yet", "0", "—", "—", "—", "—", "—"]
+    tally = {line.split("|")[1].strip(): [c.strip() for c in line.strip("|").split("|")[1:]]
+             for line in tables[1].splitlines() if line.startswith("| ") and "---" not in line}
+    assert tally["Paper"] == ["Testable claims", "Hold", "Reversed", "Undecided: seeds", "Pending",
+                              "Untestable on the world"]  # no claim undecided by a recipe: no such column
+    assert tally["X-LAN / X-Transformer"] == ["4", "2", "0", "1", "1", "1"]  # the untestable one apart
+    assert tally["ETA-Transformer"] == tally["BAN"] == ["—"] * 6
+    assert "count under no paper; 1 of 1 stopped by patience" in " ".join(status.split())
+    assert "Claims (`reports/claims.md`): each ordering" in " ".join(status.split())
     groups = {"showtell": ("showtell", "showtell_seed1"), "showtell_seed1": ("showtell_seed1", "showtell")}
     seeded = build_status(summaries, {**systems, "showtell_seed1": "baselines"}, {}, metrics_dir, claims, groups)
-    assert "The 2 runs of the baseline systems that several papers' tables share (`showtell` (2 seeds))" in " ".join(
+    assert "The 2 runs of the baselines that several papers share (`showtell` (2 seeds))" in " ".join(
         seeded.split())  # a seed copy is counted, and named by its system
     assert "not recorded yet" not in status
     assert max(len(line) for line in status.splitlines()) <= 120

@@ -355,6 +355,8 @@ def hoca_figures_drawn(cfg: Config) -> bool:
 
 def hoca_figures_stage(cfg: Config) -> dict:
     """HOCA's Figs. 5-7 (stages/hoca_figures.py), when params name their systems."""
+    from .reports.claims import seed_groups
+
     figures = cfg.hoca_figures
     if not hoca_figures_drawn(cfg):
         return {}
@@ -362,12 +364,14 @@ def hoca_figures_stage(cfg: Config) -> dict:
     if unknown:
         raise InputError(f"params.yaml: hoca_figures names {unknown[0]!r}, which is not a system")
     ranks = ",".join(f"{cfg.model_of(s).model_args.get('rank', 1)}:{s}" for s in figures.rank_sweep)
+    groups = seed_groups(cfg)  # Figs. 5 and 6 draw a system's seeds as their mean ± sd
+    drawn = _dedupe([m for s in [*figures.rank_sweep, figures.full, *figures.curves] for m in groups[s]])
     return {"hoca_figures": _stage(
         f"python -m crossmodal hoca-figures --out {paths.HOCA_FIGURES} --ranks {ranks} --full {figures.full} "
         f"--curves {','.join(figures.curves)} --maf {','.join(figures.maf)}",
         ["profile", "evaluation.max_length", "hoca_figures",
          *grouped(cfg, _dedupe([k for s in figures.maf for k in cfg.model_sources(s)]))],
-        [*(paths.METRICS / f"{s}.json" for s in _dedupe([*figures.rank_sweep, figures.full, *figures.curves])),
+        [*(paths.METRICS / f"{s}.json" for s in drawn),
          *_dedupe([str(f) for s in figures.maf for f in paths.maf_reads(cfg, s)]), *stage_code("hoca_figures")],
         [], wdir="../..", plots=list(paths.HOCA_FIGURE_FILES.values()))}  # PNGs: `dvc plots show` shows them
 

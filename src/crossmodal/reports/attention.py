@@ -13,12 +13,13 @@ heads, a distribution over the image's regions at each step. The keys are the re
 X-Linear blocks, AoANet's refiner), which mix content across regions: a box marks where a row's region lies, and the
 row carries more than that region's own features.
 
-The figure: the image with every region box outlined, then one panel per word (the first `MAX_WORDS`), titled with
-the word: each pixel keeps `FLOOR` of its brightness plus the rest in proportion to the attention mass on it (the
-summed weights of the boxes that cover its centre, relative to the panel's largest), every box is outlined in the
-colour of its weight (one colour scale for all panels, its bar on the right, 1/N, uniform attention, marked on it)
-and the heaviest box is labelled with its weight. The suptitle names the mechanism, the image, the data and the
-caption.
+The figure: the image with every region box outlined, then one panel per word of the caption (all of them: the grid
+grows with the caption), titled with the word: each pixel keeps `FLOOR` of its brightness plus the rest in proportion
+to the attention mass on it (the summed weights of the boxes that cover its centre, relative to the panel's largest),
+every box is outlined in the colour of its weight (one colour scale for all panels, its bar on the right, 1/N,
+uniform attention, marked on it) and the heaviest box is labelled with its weight. The suptitle names the mechanism,
+the image, the data and the caption; the footer says how to read the panels and what they do not show
+(`NOT_GROUNDING`): attention is not grounding, and a word's heaviest box is often not the object the word names.
 
 Boxes. The model reads the regions of the feature set its `regions` input names (data/features/<set>.h5,
 data/regions.py): boxes x1, y1, x2, y2 in pixels of the original image, whose (width, height) the file stores, in the
@@ -56,16 +57,18 @@ from ..io import InputError, atomic_path, read_json
 from .figures import DPI, drawn
 
 SYNTHETIC = "synthetic image world"
-MAX_WORDS = 8  # word panels; with the image's panel a 3 x 3 grid
-COLUMNS = 3
-PANEL = 2.7  # inches per panel side (270 pixels at figures.DPI)
+COLUMNS = 4  # panels per row: the image's, then one per word of the caption, every word
+PANEL = 2.4  # inches per panel side (240 pixels at figures.DPI)
 HEADER = 0.3  # inches per line of the suptitle
-FOOTER = 0.4
+FOOTER = 0.7
 WRAP = 80  # characters per line of the caption in the suptitle
 COLOUR_BAR = 0.9  # inches of width for the colour bar
 FLOOR = 0.3  # brightness a pixel without attention keeps
 COLOURS = "viridis"
 SUFFIX = "_attention.png"
+NOT_GROUNDING = ("Attention is not grounding: a word's weights say which encoded regions the decoder read when it "
+                 "chose the word,\nnot where the word's object is (the encoder mixes the regions), and its heaviest "
+                 "box is often another object or the background.")
 
 
 @dataclass(frozen=True)
@@ -270,9 +273,9 @@ def _panel(ax, example: Example, shade: np.ndarray) -> None:
 
 
 def attention_figure(example: Example, heading: str) -> Figure:
-    """The image with its region boxes, then one panel per word (up to MAX_WORDS): see the module docstring.
+    """The image with its region boxes, then one panel per word of the caption: see the module docstring.
     `heading`: the suptitle's first line (paper and mechanism)."""
-    shown = min(len(example.words), MAX_WORDS)
+    shown = len(example.words)
     weights = example.weights[:shown]
     rows = math.ceil((1 + shown) / COLUMNS)
     title = [heading, f"test image {example.image_id} ({example.data}), greedy caption:",
@@ -312,12 +315,23 @@ def attention_figure(example: Example, heading: str) -> Figure:
     fig.suptitle("\n".join(title))
     fig.supxlabel("Brightness: the attention mass on each pixel (the summed weights of the boxes covering it, "
                   "relative to the panel's largest).\nOutlines: every region box, coloured and thickened by its "
-                  "weight; the heaviest box labelled with its weight.", fontsize=8)
+                  "weight; the heaviest box labelled with its weight.\n" + NOT_GROUNDING, fontsize=8)
     return fig
 
 
 def attention_png(example: Example, heading: str) -> bytes:
     return drawn(attention_figure, example, heading)
+
+
+def caption(paper: str) -> str:
+    """The index's caption of `paper`'s attention figure (a paper of MECHANISMS): what it shows and what it does not."""
+    system = MECHANISMS[paper].system
+    return (f"One test image captioned greedily by `{system}`, and for every word of that caption the attention of its "
+            f"decoder over the image's regions, averaged over the heads (brightness and box outlines). It shows which "
+            f"encoded regions the decoder read for each word. It does not show grounding: the encoder mixes the "
+            f"regions, so a box's weight is not evidence that the word names that box's object, and the heaviest box "
+            f"is often another object or the background. One image and one run, decoded greedily (the test "
+            f"predictions use beam search, so their caption may differ); it measures nothing across the test set.")
 
 
 # ---------------------------------------------------------------- files

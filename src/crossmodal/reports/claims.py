@@ -6,19 +6,23 @@ only by `train.seed` (and, for an SCST system, by `init`, the same cross-entropy
 ensemble is one run. A side's values are the test metric of each run in `<metrics_dir>/<system>.json`, on the paper's
 scale (x100 for CIDEr-D).
 
-Verdict at CONFIDENCE (95%), on the difference of means (better - worse):
-
-- both sides with at least 2 runs: Welch's t-test (`scipy.stats.ttest_ind(..., equal_var=False)`) and its confidence
-  interval of the difference;
-- a side with a single run: the pooled seed spread instead, i.e. the standard deviation pooled (weighted by n - 1)
-  over every seed group with at least 2 runs, standard error s_p * sqrt(1/n_better + 1/n_worse) and a t interval with
-  the pooled degrees of freedom.
-
-**holds** when the interval lies above 0, **reversed** when below, else **not distinguishable with** the two n's.
-The effect size is always given: the difference of means and Cohen's d (the difference over the pooled standard
-deviation: of the two sides under Welch, the pooled seed spread otherwise). A decided verdict whose difference is
-smaller than the cross-CPU spread (`cross_cpu_spread`: how far Up-Down's test CIDEr-D moves across CPUs and kernel
-paths) says so.
+1. Worlds. Each system belongs to one world (`worlds`, from its config: the corpus of a captioner's vocabulary, the
+   image world or one video dataset; VQA; grounding). The spread of a world and metric is the standard deviation
+   pooled (weighted by n - 1) over that world's seed groups with at least 2 runs; a claim is judged with its own
+   world's spread only, never another's.
+2. Verdict at CONFIDENCE (95%), on the difference of means (better - worse): Welch's t-test
+   (`scipy.stats.ttest_ind(..., equal_var=False)`) when both sides have at least 2 runs; otherwise a t interval from
+   the world's spread, standard error s * sqrt(1/n_better + 1/n_worse). **holds** when the interval lies above 0,
+   **reversed** when below, else **undecided**. The effect size is always given: which of ours is ahead, by how
+   much, and Cohen's d.
+3. Reasons. An undecided claim carries one reason: `recipe` when a side's runs were trained by a recipe known to be
+   wrong (RECIPE_FLAW: SCST from sampled captions, read from the runs' own histories), else `seeds`, with the minimum
+   detectable effect at its n and the runs a side that would decide the paper's gap (power.py), both from the
+   world's spread, or "no seeds in this world" when the world has no spread. A claim whose YAML says `untestable`
+   (the world cannot express the mechanism) is **untestable**, reason `world`: listed apart on the page and left out
+   of the claims that can hold.
+4. A decided verdict whose difference is smaller than the cross-CPU spread (`cross_cpu_spread`: how far Up-Down's
+   test CIDEr-D moves across CPUs and kernel paths) says so.
 """
 from __future__ import annotations
 
@@ -32,6 +36,7 @@ from typing import Sequence
 import numpy as np
 
 from crossmodal.io import InputError, read_json
+from crossmodal.reports.power import N_CAP, POWER, mde, runs_to_decide
 from crossmodal.reports.tables import Claim, PaperTable, _decimals_of, _md_row, _profile_line, _Results
 
 CONFIDENCE = 0.95
@@ -39,12 +44,18 @@ CONFIDENCE = 0.95
 # rerun them.
 CLAIMS = Path("reports/claims.md")  # this page, linked first from reports/index.md
 SPREAD = Path("benchmarks/results/spread.json")  # how results move across CPUs and kernel paths (bench_spread.py)
-HOLDS, REVERSED, UNCLEAR = "holds", "reversed", "not distinguishable"
+SELECTION = "benchmarks/results/selection.md"  # what part of a run's seed spread the epoch's selection makes
+HOLDS, REVERSED, UNCLEAR, UNTESTABLE = "holds", "reversed", "undecided", "untestable"
 PENDING = "pending"  # a claim whose systems are not all trained yet: no verdict
+SEEDS, RECIPE, WORLD = "seeds", "recipe", "world"  # why a claim is undecided (SEEDS, RECIPE) or untestable (WORLD)
 METRIC_NAMES = {"CIDEr": "CIDEr-D"}  # our metric keys as the reader knows them
-SCST_NOTE = ("SCST over cross-entropy: on this world SCST raises test CIDEr-D for the X-LAN family but lowers it for "
-             "the LSTM captioners; [docs/results.md](../docs/results.md) reports it and the convergence issue's probes "
-             "([benchmarks/results/scst.md](../benchmarks/results/scst.md)) look for the cause")
+WORLD_NAMES = {"images": "image captioning", "msvd": "video captioning, MSVD-like",
+               "msrvtt": "video captioning, MSR-VTT-like", "vqa": "VQA", "grounding": "grounding"}
+# A recipe known to be wrong, as a run's history shows it: SCST whose candidates are multinomial samples logs their
+# reward under this key (training/scst.py REWARD_KEYS["sample"]); the sentence and the evidence the page links.
+SAMPLED_SCST = "train_CIDEr_sample"
+RECIPE_FLAW = ("SCST from multinomial samples (`train.scst_candidates: sample`) lowers the beam-decoded captions that "
+               "the tables score on these worlds", "benchmarks/results/scst.md")
 
 
 # ---------------------------------------------------------------- seed groups
@@ -77,11 +88,34 @@ def seed_groups(cfg) -> dict[str, tuple[str, ...]]:
     return {**groups, **{name: (name,) for name in measured}}
 
 
-def objectives(cfg) -> dict[str, str]:
-    """{system or ensemble: xe | scst}; an ensemble has its members' objective."""
+def worlds(cfg) -> dict[str, str]:
+    """{system, ensemble or measured row: its world}: a captioner's is the corpus of its vocabulary (`images`, or a
+    video dataset: `msvd`, `msrvtt`), a VQA or grounding system's its task; an ensemble's that of its members, a
+    measured row's that of the system it measures."""
     systems = cfg.systems()
-    return {**{n: s.objective for n, s in systems.items()},
-            **{n: systems[e.members[0]].objective for n, e in cfg.ensembles().items()}}
+
+    def world(name: str) -> str:
+        model = cfg.model_of(name)
+        return cfg.vocabularies[model.vocabulary].corpus if model.task == "captioning" else model.task
+
+    found = {name: world(name) for name in systems}
+    found.update({name: found[e.members[0]] for name, e in cfg.ensembles().items()})
+    return {**found, **{row: found[system] for row, system in cfg.measured_rows().items()}}
+
+
+@dataclass(frozen=True)
+class Systems:
+    """What the verdicts read of the config: each system's seed group (`seed_groups`), its world (`worlds`) and the
+    trained systems behind it (an ensemble's members; itself otherwise)."""
+    groups: dict[str, tuple[str, ...]]
+    world: dict[str, str]
+    members: dict[str, tuple[str, ...]]
+
+    @classmethod
+    def of(cls, cfg) -> "Systems":
+        groups = seed_groups(cfg)
+        members = {name: (name,) for name in groups}
+        return cls(groups, worlds(cfg), {**members, **{n: e.members for n, e in cfg.ensembles().items()}})
 
 
 # ---------------------------------------------------------------- statistics
@@ -90,7 +124,7 @@ def objectives(cfg) -> dict[str, str]:
 @dataclass(frozen=True)
 class Spread:
     """The seed standard deviation pooled over several groups (weighted by n - 1), its degrees of freedom and the
-    groups it pools (each named by its first system)."""
+    groups it pools (each named by its first system): the spread of one world and metric."""
     std: float
     df: int
     groups: tuple[str, ...]
@@ -109,9 +143,15 @@ class Verdict:
     n_better: int
     n_worse: int
 
-    def label(self) -> str:
-        """The verdict as the page prints it, e.g. "not distinguishable with 1 and 4 seeds" (worse, better)."""
-        return f"{UNCLEAR} with {self.n_worse} and {self.n_better} seeds" if self.verdict == UNCLEAR else self.verdict
+    def ahead(self, better: str, worse: str) -> str:
+        """Which of ours came out ahead and by how much, with the interval of that lead, e.g. "`b` ahead by +6.5
+        [+3.8, +9.3]" (`better`, `worse`: the two systems as the paper ranks them)."""
+        if self.diff == 0:
+            return f"{better} and {worse} tied"
+        name, sign = (better, 1) if self.diff > 0 else (worse, -1)
+        low, high = sorted((sign * self.low, sign * self.high))
+        interval = "" if math.isinf(low) or math.isinf(high) else f" [{_signed(low)}, {_signed(high)}]"
+        return f"{name} ahead by {_signed(sign * self.diff)}{interval}"
 
 
 def pooled_spread(groups: dict[str, Sequence[float]]) -> Spread | None:
@@ -159,8 +199,8 @@ def against_spread(better: Sequence[float], worse: Sequence[float], spread: Spre
 
 
 def judge(better: Sequence[float], worse: Sequence[float], spread: Spread | None) -> Verdict:
-    """Welch when both sides have at least 2 runs, else the pooled seed spread; without one (no group has 2 runs),
-    not distinguishable."""
+    """Welch when both sides have at least 2 runs, else the pooled seed spread of the claim's world; without one (no
+    group of that world has 2 runs), undecided."""
     if len(better) >= 2 and len(worse) >= 2:
         return welch(better, worse)
     if spread is None:
@@ -185,98 +225,237 @@ def cross_cpu_spread(path: Path) -> float:
     return max(values) - min(values)
 
 
-# ---------------------------------------------------------------- the page
+# ---------------------------------------------------------------- the results
+
+
+@dataclass(frozen=True)
+class ClaimResult:
+    """One claim judged, as data: its outcome (HOLDS, REVERSED, UNCLEAR, UNTESTABLE or PENDING); the reason of an
+    undecided or untestable one (SEEDS, RECIPE or WORLD; None otherwise), in a sentence (`why`) with the link to its
+    evidence where it has one; the claim's world; the test (None while pending); and for reason SEEDS the minimum
+    detectable effect at its n (None: no spread in this world) and the runs a side that would decide the paper's gap
+    (None: no spread, no gap, or more than power.N_CAP)."""
+    outcome: str
+    reason: str | None
+    world: str
+    verdict: Verdict | None = None
+    mde: float | None = None
+    runs_needed: int | None = None
+    why: str | None = None
+    link: str | None = None
+
+    @property
+    def category(self) -> str:
+        """What the counts count it as: HOLDS, REVERSED or PENDING, else its reason (SEEDS, RECIPE, WORLD)."""
+        return self.reason or self.outcome
+
+
+# the status table's claim columns, by category; RECIPE and PENDING only where the page has such claims
+COLUMNS = {HOLDS: "Hold", REVERSED: "Reversed", SEEDS: "Undecided: seeds", RECIPE: "Undecided: recipe",
+           PENDING: "Pending", WORLD: "Untestable on the world"}
+TESTABLE = "Testable claims"
+
+
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
+def _join(parts: list[str]) -> str:
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
 @dataclass(frozen=True)
 class ClaimsPage:
-    """The page's Markdown and the verdict of every claim ({table id: {claim id: HOLDS, REVERSED, UNCLEAR or
-    PENDING}}, in the page's order)."""
+    """The page's Markdown and every claim's result ({table id: {claim id: ClaimResult}}, in the page's order)."""
     markdown: str
-    verdicts: dict[str, dict[str, str]]
+    results: dict[str, dict[str, ClaimResult]]
+
+    def _found(self, table_ids: Sequence[str] | None = None) -> list[str]:
+        return [r.category for t in (self.results if table_ids is None else table_ids)
+                for r in self.results.get(t, {}).values()]
 
     @property
     def counts(self) -> dict[str, int]:
-        """Claims per verdict (HOLDS, REVERSED, UNCLEAR, PENDING)."""
-        found = [v for table in self.verdicts.values() for v in table.values()]
-        return {verdict: found.count(verdict) for verdict in (HOLDS, REVERSED, UNCLEAR, PENDING)}
+        """Claims per category (the keys of COLUMNS)."""
+        found = self._found()
+        return {category: found.count(category) for category in COLUMNS}
 
     def held(self, table_ids: Sequence[str]) -> str:
-        """"k of m": of the m claims of the tables `table_ids`, the k that hold; "—" when they have none."""
-        found = [v for t in table_ids for v in self.verdicts.get(t, {}).values()]
-        return f"{found.count(HOLDS)} of {len(found)}" if found else "—"
+        """"k of m": of the m claims of the tables `table_ids` that the worlds can test, the k that hold; "—" when
+        they have none."""
+        testable = [c for c in self._found(table_ids) if c != WORLD]
+        return f"{testable.count(HOLDS)} of {len(testable)}" if testable else "—"
+
+    def tally(self, table_ids: Sequence[str]) -> dict[str, str]:
+        """{column: cell} of the status table's claims for the tables `table_ids`: how many the worlds can test,
+        then the count of each category ("—" for tables without claims)."""
+        found, counts = self._found(table_ids), self.counts
+        shown = [c for c in COLUMNS if c not in (RECIPE, PENDING) or counts[c]]
+        testable = sum(c != WORLD for c in found)
+        return {TESTABLE: str(testable) if found else "—",
+                **{COLUMNS[c]: str(found.count(c)) if found else "—" for c in shown}}
+
+    def tally_note(self) -> str:
+        """What the claim columns of `tally` count."""
+        recipe = " (recipe: a side trained by a recipe known to be wrong)" if self.counts[RECIPE] else ""
+        pending = ", or waits for a system (pending)" if self.counts[PENDING] else ""
+        return ("Claims (`reports/claims.md`): each ordering a paper asserts holds, is reversed, is undecided for want "
+                f"of seeds{recipe}{pending}, or is untestable on the world and left out of the testable ones.")
 
     def summary(self) -> str:
-        """One line of counts for the index, e.g. "14 claims: 3 hold, 1 reversed, 10 not distinguishable"."""
+        """One line of counts for the index, e.g. "14 claims: 3 hold, 1 reversed, 10 undecided for want of seeds"."""
         c = self.counts
-        parts = [f"{c[HOLDS]} hold", f"{c[REVERSED]} reversed", f"{c[UNCLEAR]} not distinguishable"]
+        parts = [f"{c[HOLDS]} hold", f"{c[REVERSED]} reversed", f"{c[SEEDS]} undecided for want of seeds"]
+        parts += [f"{c[RECIPE]} undecided by a recipe known to be wrong"] * bool(c[RECIPE])
+        parts += [f"{c[WORLD]} untestable on the worlds"] * bool(c[WORLD])
         parts += [f"{c[PENDING]} pending"] * bool(c[PENDING])
         return f"{sum(c.values())} claims: " + ", ".join(parts)
 
+    def sentence(self) -> str:
+        """The counts in plain words (the README's first lines), e.g. "Of the 61 claims the worlds can test, 9 hold,
+        2 are reversed and 50 are undecided for want of seeds; 15 more are untestable on these worlds."."""
+        c = self.counts
+        parts = [_count(c[HOLDS], "holds", "hold"), _count(c[REVERSED], "is reversed", "are reversed"),
+                 _count(c[SEEDS], "is undecided for want of seeds", "are undecided for want of seeds")]
+        parts += [_count(c[RECIPE], "is undecided because a side was trained by a recipe known to be wrong",
+                         "are undecided because a side was trained by a recipe known to be wrong")] * bool(c[RECIPE])
+        parts += [_count(c[PENDING], "waits for systems not trained yet",
+                         "wait for systems not trained yet")] * bool(c[PENDING])
+        testable = sum(c.values()) - c[WORLD]
+        text = f"Of the {_count(testable, 'claim', 'claims')} the worlds can test, {_join(parts)}"
+        return text + (f"; {c[WORLD]} more {'is' if c[WORLD] == 1 else 'are'} untestable on these worlds."
+                       if c[WORLD] else ".")
 
-def _ours(values: list[float]) -> str:
+
+class _Seeds:
+    """The runs of each seed group in the metrics files (each read once), the spread per world and metric, and which
+    systems a recipe known to be wrong trained."""
+
+    def __init__(self, systems: Systems, metrics_dir: Path):
+        self.systems, self.results, self._spreads = systems, _Results(metrics_dir, set(systems.groups)), {}
+
+    def values(self, name: str, metric: str, scale: float, split: str = "test") -> list[float]:
+        """The values (x scale) on `split` of the runs of `name`'s seed group that have the metric; none while `name`
+        itself has no metrics file (pending)."""
+        if name not in self.systems.groups or self.results.test(name, split) is None:
+            return []
+        tests = [self.results.test(m, split) for m in self.systems.groups[name]]
+        return [scale * t[metric] for t in tests if t is not None and t.get(metric) is not None]
+
+    def spread(self, world: str, metric: str, scale: float, split: str = "test") -> Spread | None:
+        """The pooled spread of every distinct seed group of `world` with at least 2 runs (each named by its first
+        system)."""
+        if (world, metric, scale, split) not in self._spreads:
+            distinct: dict[frozenset, str] = {}
+            for name, members in self.systems.groups.items():
+                if self.systems.world.get(name) == world:
+                    distinct.setdefault(frozenset(members), name)
+            self._spreads[world, metric, scale, split] = pooled_spread(
+                {n: self.values(n, metric, scale, split) for n in distinct.values()})
+        return self._spreads[world, metric, scale, split]
+
+    def sampled(self, name: str) -> bool:
+        """Whether a run behind `name` (its seeds, or an ensemble's members' seeds) logged the reward of SCST from
+        sampled captions in its history."""
+        runs = {run for m in self.systems.members.get(name, (name,)) for run in self.systems.groups.get(m, (m,))}
+        return any(SAMPLED_SCST in epoch for run in sorted(runs) if self.results.test(run) is not None
+                   for epoch in self.results.metrics(run).get("history") or [] if isinstance(epoch, dict))
+
+    def judge(self, claim: Claim, split: str) -> ClaimResult:
+        """1-3 of the module's docstring for one claim, ours on `split`."""
+        better = self.values(claim.better, claim.metric, claim.scale, split)
+        worse = self.values(claim.worse, claim.metric, claim.scale, split)
+        world, other = self.systems.world.get(claim.better, ""), self.systems.world.get(claim.worse, "")
+        world = world if world == other else f"{world} / {other}"  # two worlds: no spread judges them
+        spread = self.spread(world, claim.metric, claim.scale, split)
+        verdict = judge(better, worse, spread) if better and worse else None
+        if claim.untestable is not None:
+            return ClaimResult(UNTESTABLE, WORLD, world, verdict, why=claim.untestable.reason,
+                               link=claim.untestable.link)
+        if verdict is None or verdict.verdict != UNCLEAR:
+            return ClaimResult(PENDING if verdict is None else verdict.verdict, None, world, verdict)
+        if self.sampled(claim.better) or self.sampled(claim.worse):
+            return ClaimResult(UNCLEAR, RECIPE, world, verdict, why=RECIPE_FLAW[0], link=RECIPE_FLAW[1])
+        if spread is None:
+            return ClaimResult(UNCLEAR, SEEDS, world, verdict, why="no seeds in this world")
+        return ClaimResult(UNCLEAR, SEEDS, world, verdict, mde(spread.std, len(better), len(worse), spread.df,
+                                                              CONFIDENCE),
+                           runs_to_decide(claim.paper_better - claim.paper_worse, spread.std, CONFIDENCE))
+
+
+# ---------------------------------------------------------------- the page
+
+
+def _ours(name: str, values: list[float]) -> str:
     if not values:
-        return "pending"
+        return f"`{name}` pending"
     if len(values) == 1:
-        return f"{values[0]:.1f} (1 run)"
-    return f"{np.mean(values):.1f} ± {np.std(values, ddof=1):.1f} ({len(values)})"
+        return f"`{name}` {values[0]:.1f} (1 run)"
+    return f"`{name}` {np.mean(values):.1f} ± {np.std(values, ddof=1):.1f} ({len(values)})"
 
 
-def _printed(value: float) -> str:
+def _printed(value: float, decimals: int | None = None) -> str:
     """A paper's value as it printed it (at least one decimal: 120.0, not 120)."""
-    return f"{value:.{max(1, _decimals_of(value))}f}"
+    return f"{value:.{max(1, _decimals_of(value) if decimals is None else decimals)}f}"
+
+
+def _paper(claim: Claim) -> str:
+    """The paper's two values, better first, and its gap, e.g. "119.8 vs 113.5 (+6.3)"."""
+    decimals = max(1, _decimals_of(claim.paper_better), _decimals_of(claim.paper_worse))
+    gap = _printed(claim.paper_better - claim.paper_worse, decimals)
+    return (f"{_printed(claim.paper_better)} vs {_printed(claim.paper_worse)} "
+            f"({'+' if not gap.startswith('-') else ''}{gap.replace('-', '−')})")
 
 
 def _signed(value: float) -> str:
     return "−∞" if value == -math.inf else "+∞" if value == math.inf else f"{value:+.1f}".replace("-", "−")
 
 
-class _Seeds:
-    """The runs of each seed group in the metrics files (each read once), and the pooled seed spread per metric."""
-
-    def __init__(self, groups: dict[str, tuple[str, ...]], metrics_dir: Path):
-        self.groups, self.results, self._spreads = groups, _Results(metrics_dir, set(groups)), {}
-
-    def values(self, name: str, metric: str, scale: float, split: str = "test") -> list[float]:
-        """The values (x scale) on `split` of the runs of `name`'s seed group that have the metric; none while `name`
-        itself has no metrics file (pending)."""
-        if name not in self.groups or self.results.test(name, split) is None:
-            return []
-        tests = [self.results.test(m, split) for m in self.groups[name]]
-        return [scale * t[metric] for t in tests if t is not None and t.get(metric) is not None]
-
-    def spread(self, metric: str, scale: float, split: str = "test") -> Spread | None:
-        """The pooled spread of every distinct seed group with at least 2 runs (each named by its first system)."""
-        if (metric, scale, split) not in self._spreads:
-            distinct: dict[frozenset, str] = {}
-            for name, members in self.groups.items():
-                distinct.setdefault(frozenset(members), name)
-            self._spreads[metric, scale, split] = pooled_spread(
-                {n: self.values(n, metric, scale, split) for n in distinct.values()})
-        return self._spreads[metric, scale, split]
+def _verdict_cell(claim: Claim, result: ClaimResult, marks: str) -> str:
+    """The verdict column: the outcome, which of ours came out ahead, and for reason SEEDS what the seeds can tell."""
+    ahead = result.verdict.ahead(f"`{claim.better}`", f"`{claim.worse}`")
+    if result.outcome != UNCLEAR:
+        return f"**{result.outcome}**{marks}: {ahead}"
+    cell = f"**{UNCLEAR} ({result.reason})**{marks}: {ahead}"
+    if result.reason == SEEDS and result.mde is None:
+        return f"{cell}; {result.why}: no minimum detectable effect"
+    if result.reason == SEEDS:
+        decimals = max(1, _decimals_of(claim.paper_better), _decimals_of(claim.paper_worse))
+        gap = f"{abs(claim.paper_better - claim.paper_worse):.{decimals}f}"
+        needed = ("the paper prints no gap" if claim.paper_better == claim.paper_worse else
+                  f"the paper's gap of {gap} needs "
+                  + (f"{result.runs_needed} runs a side" if result.runs_needed else f"over {N_CAP} runs a side"))
+        return f"{cell}; detectable at these n: {result.mde:.1f}; {needed}"
+    return cell
 
 
-def _claim_row(claim: Claim, seeds: _Seeds, objective: dict[str, str], cpu_spread: float | None,
-               split: str = "test") -> tuple[list[str], str, list[str]]:
-    """The table row of one claim, its verdict (or "pending") and the footnote marks it carries; ours on `split`."""
+def _claim_row(claim: Claim, seeds: _Seeds, result: ClaimResult, cpu_spread: float | None,
+               split: str = "test") -> tuple[list[str], list[str]]:
+    """The table row of one claim (the two systems as the paper ranks them) and the footnote marks it carries; ours
+    on `split`."""
     better = seeds.values(claim.better, claim.metric, claim.scale, split)
     worse = seeds.values(claim.worse, claim.metric, claim.scale, split)
-    metric = "" if claim.metric == "CIDEr" else f", {METRIC_NAMES.get(claim.metric, claim.metric)}"
-    metric += "" if split == "test" else f", on {split}"
-    cells = [f"{claim.text} (`{claim.better}` > `{claim.worse}`{metric})",
-             f"{_printed(claim.paper_worse)} → {_printed(claim.paper_better)}", _ours(worse), _ours(better)]
-    if not better or not worse:
-        return cells + [PENDING, ""], PENDING, []
-    verdict = judge(better, worse, seeds.spread(claim.metric, claim.scale, split))
-    marks = ["[^pooled]"] * (verdict.test == "pooled")
-    if (verdict.verdict != UNCLEAR and claim.metric == "CIDEr" and cpu_spread is not None
-            and abs(verdict.diff) < cpu_spread):
+    metric = "" if claim.metric == "CIDEr" else f" ({METRIC_NAMES.get(claim.metric, claim.metric)}"
+    metric += "" if split == "test" else (", " if metric else " (") + f"on {split}"
+    cells = [claim.text + metric + (")" if metric else ""), _paper(claim), _ours(claim.better, better),
+             _ours(claim.worse, worse)]
+    if result.outcome == PENDING:
+        return cells + [PENDING, ""], []
+    verdict = result.verdict
+    if verdict is None:  # untestable, and a side not trained yet
+        return cells + [PENDING, f"{result.why} ([{result.link.split('#')[0]}](../{result.link}))"], []
+    marks = ["[^pooled]"] * (verdict.test == "pooled" and math.isfinite(verdict.low) and result.outcome != UNTESTABLE)
+    if (verdict.verdict != UNCLEAR and result.outcome != UNTESTABLE and claim.metric == "CIDEr"
+            and cpu_spread is not None and abs(verdict.diff) < cpu_spread):
         marks.append("[^cpu]")
-    if objective.get(claim.better) == "scst" and objective.get(claim.worse) == "xe":
-        marks.append("[^scst]")
+    if result.reason == RECIPE or (result.outcome in (HOLDS, REVERSED)
+                                   and (seeds.sampled(claim.better) or seeds.sampled(claim.worse))):
+        marks.append("[^recipe]")
     d = "n/a" if verdict.d is None else f"{verdict.d:.2f}".replace("-", "−")
-    effect = f"{_signed(verdict.diff)} [{_signed(verdict.low)}, {_signed(verdict.high)}], d {d}"
-    return cells + [f"**{verdict.label()}**{''.join(marks)}", effect], verdict.verdict, marks
+    if result.outcome == UNTESTABLE:  # listed apart
+        why = f"{result.why} ([{result.link.split('#')[0]}](../{result.link}))"
+        return cells + [verdict.ahead(f"`{claim.better}`", f"`{claim.worse}`"), why], marks
+    return cells + [_verdict_cell(claim, result, "".join(marks)), d], marks
 
 
 def _wrap(text: str, indent: str) -> list[str]:
@@ -289,30 +468,43 @@ def _source(table: PaperTable, claim: Claim) -> list[str]:
                  + (f" {claim.note}" if claim.note else ""), "  ")
 
 
-def build_claims(papers: dict[str, list[PaperTable]], groups: dict[str, tuple[str, ...]], objective: dict[str, str],
-                 metrics_dir: Path, cpu_spread: float | None, cpu_source: str = "") -> ClaimsPage:
-    """reports/claims.md from the claims of every paper's tables ({paper: tables}), the seed groups (`seed_groups`)
-    and objectives (`objectives`) of the trained systems, their metrics files and the cross-CPU spread in CIDEr-D
-    points (None: not compared; `cpu_source` names where it was measured)."""
-    seeds = _Seeds(groups, metrics_dir)
-    verdicts: dict[str, dict[str, str]] = {}
-    sections, used = [], set()
-    for tables in papers.values():
-        claims = [(t, c) for t in tables for c in t.claims]
-        if not claims:
-            continue
-        rows, sources = [], []
-        for table, claim in claims:
-            split = table.split(read_json(metrics_dir / table.data_profile) if table.real_split else None)
-            cells, verdict, marks = _claim_row(claim, seeds, objective, cpu_spread, split)
-            verdicts.setdefault(table.id, {})[claim.id] = verdict
-            used.update(marks)
-            rows.append(_md_row(cells))
-            sources += _source(table, claim)
-        sections += [f"## {tables[0].paper}", "",
-                     "| Claim (better > worse) | Paper: worse → better | Ours: worse | Ours: better | Verdict "
-                     "| Δ [95% CI], Cohen's d |", "|---|---|---|---|---|---|", *rows, "", "Sources:", "", *sources, ""]
+HEADER = ["Claim", "Paper: better vs worse", "The paper's better system: ours",
+          "The paper's worse system: ours"]
+VERDICT_HEADER = ["Verdict: which of ours came out ahead, Δ [95% CI]", "Cohen's d"]
+APART_HEADER = ["Which of ours came out ahead", "What the world cannot express"]
 
+
+def _table(header: list[str], rows: list[str]) -> list[str]:
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header), *rows]
+
+
+def build_claims(papers: dict[str, list[PaperTable]], systems: Systems, metrics_dir: Path, cpu_spread: float | None,
+                 cpu_source: str = "") -> ClaimsPage:
+    """reports/claims.md from the claims of every paper's tables ({paper: tables}), the trained systems' seed groups,
+    worlds and members (`Systems.of`), their metrics files and the cross-CPU spread in CIDEr-D points (None: not
+    compared; `cpu_source` names where it was measured)."""
+    seeds = _Seeds(systems, metrics_dir)
+    results: dict[str, dict[str, ClaimResult]] = {}
+    sections, apart, used = [], [], set()
+    for tables in papers.values():
+        rows, sources = [], []
+        for table in tables:
+            split = table.split(read_json(metrics_dir / table.data_profile) if table.real_split else None)
+            for claim in table.claims:
+                result = results.setdefault(table.id, {})[claim.id] = seeds.judge(claim, split)
+                cells, marks = _claim_row(claim, seeds, result, cpu_spread, split)
+                used.update(marks)
+                (apart if result.outcome == UNTESTABLE else rows).append(_md_row(
+                    [tables[0].paper, *cells] if result.outcome == UNTESTABLE else cells))
+                sources += _source(table, claim)
+        if sources:
+            sections += [f"## {tables[0].paper}", "", *_table(HEADER + VERDICT_HEADER, rows), "", "Sources:", "",
+                         *sources, ""]
+    if apart:
+        sections += ["## Claims these worlds cannot test", "", *_wrap(
+            "The mechanism each of these claims is about has nothing to act on in its world, so no number of seeds "
+            "could decide it; they are left out of the claims that hold, everywhere they are counted. Their sources "
+            "are listed under their papers above.", ""), "", *_table(["Paper", *HEADER, *APART_HEADER], apart), ""]
     lines = ["# The papers' claims, tested over seeds", ""]
     first = next((t for tables in papers.values() for t in tables), None)
     if first is not None:
@@ -321,36 +513,50 @@ def build_claims(papers: dict[str, list[PaperTable]], groups: dict[str, tuple[st
     if (environment := seeds.results.environment_line()) is not None:
         lines += [environment, ""]
     lines += [*_wrap(_method(papers, seeds, cpu_spread, cpu_source), ""), "", *sections]
+    lines += _notes(used, cpu_spread, cpu_source)
+    return ClaimsPage("\n".join(lines).rstrip("\n") + "\n", results)
+
+
+def _notes(used: set[str], cpu_spread: float | None, cpu_source: str) -> list[str]:
+    """The footnotes that the page's rows mark."""
     where = f", {cpu_source}" if cpu_source else ""
-    notes = {"[^pooled]": "Judged with the pooled seed spread: a side has a single run.",
+    notes = {"[^pooled]": "Judged with the seed spread of the claim's world: a side has a single run.",
              "[^cpu]": f"The difference is smaller than the cross-CPU spread of Up-Down's test CIDEr-D "
                        f"({cpu_spread or 0:.1f} points{where}): another machine could move a result that far.",
-             "[^scst]": f"{SCST_NOTE}."}
-    for mark, note in notes.items():
-        if mark in used:
-            lines += [*_wrap(f"{mark}: {note}", "    "), ""]
-    return ClaimsPage("\n".join(lines).rstrip("\n") + "\n", verdicts)
+             "[^recipe]": f"A side's runs were trained by a recipe known to be wrong: {RECIPE_FLAW[0]} "
+                          f"([{RECIPE_FLAW[1]}](../{RECIPE_FLAW[1]}))."}
+    return [line for mark, note in notes.items() if mark in used for line in [*_wrap(f"{mark}: {note}", "    "), ""]]
 
 
 def _method(papers: dict[str, list[PaperTable]], seeds: _Seeds, cpu_spread: float | None, cpu_source: str) -> str:
-    """The paragraph that states the test once, with the pooled seed spread of each metric the claims use."""
-    metrics = dict.fromkeys((c.metric, c.scale) for tables in papers.values() for t in tables for c in t.claims)
-    pooled = []
-    for metric, scale in metrics:
-        spread = seeds.spread(metric, scale)
-        name = METRIC_NAMES.get(metric, metric)
-        pooled.append(f"{name} {spread.std:.1f} points ({spread.df} degrees of freedom, from the seeds of "
-                      f"{', '.join(f'`{g}`' for g in spread.groups)})" if spread else f"{name}: none measured")
+    """The paragraph that states the test once, with the spread of each world and metric the claims use."""
+    used = dict.fromkeys((seeds.systems.world.get(c.better, ""), c.metric, c.scale)
+                         for tables in papers.values() for t in tables for c in t.claims)
+    spreads = []
+    for world, metric, scale in used:
+        spread, name = seeds.spread(world, metric, scale), METRIC_NAMES.get(metric, metric)
+        label = f"{WORLD_NAMES.get(world, world)}, {name}"
+        spreads.append(f"{label} {spread.std:.1f} points ({spread.df} degrees of freedom, from the seeds of "
+                       f"{', '.join(f'`{g}`' for g in spread.groups)})" if spread
+                       else f"{label}: no seeds in this world")
+    q = f"{0.5 + CONFIDENCE / 2:g}"
     text = (f"Each claim says a system beats another on a test metric (CIDEr-D unless it says otherwise); XE = "
-            f"cross-entropy, SCST = continued by self-critical training. Ours: the "
-            f"mean ± standard deviation over the runs of the system's seeds (n), values x100 as in the papers. "
-            f"Verdict at {CONFIDENCE:.0%} confidence on the difference of means, better − worse: Welch's t-test "
-            f"(scipy) when both sides have at least 2 runs; when a side has a single run, a t interval from the "
-            f"pooled seed spread of every system trained with several seeds (pooled standard deviation: "
-            f"{'; '.join(pooled) or 'none'}). **holds**: the interval lies above 0; **reversed**: below 0; else "
-            f"**not distinguishable** with the n of each side (worse, better). Effect size: Δ, the difference of "
-            f"means in points, with its interval, and Cohen's d, Δ over the pooled standard deviation (of the two "
-            f"sides under Welch, the pooled seed spread otherwise).")
+            f"cross-entropy, SCST = continued by self-critical training. The two systems stand as the paper ranks "
+            f"them, the paper's better system first, each with ours: the mean ± standard deviation over the runs "
+            f"of its seeds (n), values x100 as in the papers. Verdict at {CONFIDENCE:.0%} confidence on the "
+            f"difference of means, better − worse: Welch's t-test (scipy) when both sides have at least 2 runs; when "
+            f"a side has a single run, a t interval from the seed spread of the claim's world. One spread per world "
+            f"and metric, pooled over that world's systems trained with several seeds: "
+            f"{'; '.join(spreads) or 'none'}. It is mostly the training run's own spread, not the test sample's "
+            f"([{SELECTION}](../{SELECTION}) measures the share of the test sample and of the epoch's choice). "
+            f"**holds**: the interval lies above 0; **reversed**: below 0; else **undecided**, with its reason: "
+            f"*seeds*, the minimum detectable effect at the claim's n, (t_({q}, df) + t_({POWER:g}, df)) · s · "
+            f"√(1/n₁ + 1/n₂) with the world's spread s and its degrees of freedom ({CONFIDENCE:.0%} confidence, "
+            f"{POWER:.0%} power), and the runs a side at which the same formula (df = 2n − 2) reaches the gap the "
+            f"paper prints; or *recipe*, a side trained by a recipe known to be wrong. The verdict names which of "
+            f"ours came out ahead and by how much (Δ), with the interval of that lead; Cohen's d is better − worse "
+            f"over the pooled standard deviation (of the two sides under Welch, the world's spread otherwise). "
+            f"Claims that the worlds cannot test are listed apart, last.")
     if cpu_spread is not None:
         text += (f" A decided verdict whose Δ is smaller than the cross-CPU spread ({cpu_spread:.1f} CIDEr-D points"
                  f"{f', {cpu_source}' if cpu_source else ''}) says so.")

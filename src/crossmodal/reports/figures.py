@@ -12,8 +12,10 @@ Outputs (`write_figures`):
 
 - `<figures>/curves/<system>.png`: validation CIDEr-D per epoch with the best epoch marked and what stopped the run
   in the title; for SCST runs also the rewards; below, the training loss and the learning rate;
-- `<figures>/<paper>_curves.png`: every system of a paper on one axis, cross-entropy and SCST runs in two panels,
-  the seeds of one system (`seeds`) in one colour;
+- `<figures>/<paper>_curves.png`: every run of a paper, one section per validation metric and objective (BAN's
+  grounding recall apart from its VQA score; cross-entropy apart from SCST), every y axis from 0; a system's seeds
+  (`seeds`) as their mean ± sd band; a section of many systems as small multiples, the others in grey behind each;
+- captions for the index (`OVERVIEW_CAPTION`, `CURVES_CAPTION`), which `figure_index_lines` shows under the figures;
 - `<plots>/<system>.json`: the history as a top-level list of records (epoch first, numeric values only), the form
   `dvc plots` reads.
 
@@ -69,7 +71,12 @@ PLOTS = Path("reports/plots")
 CURVES = "curves"  # the per-system PNGs' folder under the figures folder
 DPI = 100
 SYSTEM_SIZE = (7.2, 5.6)  # inches: 720 x 560 pixels
-OVERVIEW_SIZE = (12.0, 5.6)  # 1200 x 560 pixels: cross-entropy and SCST side by side
+OVERVIEW_SIZE = (12.0, 5.6)  # 1200 pixels wide; the height grows with the overview's sections
+ONE_AXIS = 6  # a section of an overview with at most this many systems draws them on one axis, more as small multiples
+ONE_AXIS_HEIGHT = 4.2  # inches of a one-axis section
+COLUMNS = 4  # small multiples per row
+SMALL_HEIGHT = 2.2  # inches per row of small multiples
+CONTEXT = "0.8"  # the grey of the other systems' curves behind a small multiple
 STYLE = {"font.size": 10, "axes.titlesize": 10, "legend.fontsize": 8.5, "axes.grid": True, "grid.alpha": 0.3,
          "figure.facecolor": "white", "axes.facecolor": "white"}
 
@@ -191,13 +198,14 @@ def system_series(curves: Curves) -> dict[str, dict[str, Series]]:
 
 def _title(curves: Curves) -> str:
     kind = {"xe": "cross-entropy", "scst": "SCST"}.get(curves.objective or "", curves.objective)
-    return f"{curves.system}" + (f" ({kind})" if kind else "") + f": {curves.stop_note}"
+    return f"{curves.system}" + (f" ({kind})" if kind else "") + f", one run: {curves.stop_note}"
 
 
 def system_figure(curves: Curves) -> Figure:
     """A system's figure: validation CIDEr-D x100 per epoch with the best epoch marked (and SCST's rewards) above,
-    the training loss (left axis) and the learning rate (right axis, log scale) below. Each line's gid is its
-    history key (the best-epoch marker's is "best")."""
+    the training loss (left axis) and the learning rate (right axis, log scale) below. The left axes hold 0 (the
+    loss's from its lowest value when SCST's is negative); the title says it is one run. Each line's gid is its history
+    key (the best-epoch marker's is "best")."""
     series = system_series(curves)
     fig = Figure(figsize=SYSTEM_SIZE, dpi=DPI, layout="constrained")
     top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=[3, 2])
@@ -213,12 +221,14 @@ def system_figure(curves: Curves) -> Figure:
     top.plot([curves.best_epoch], [best], marker="*", markersize=14, color="C0", markeredgecolor="black",
              linestyle="none", gid="best", label=f"best: epoch {curves.best_epoch}, {best:.1f}")
     top.set_ylabel(METRICS[metric][1])
+    from_zero(top)
     top.legend(loc="best")
     top.set_title(_title(curves))
     if LOSS in series[BOTTOM]:
         line = series[BOTTOM][LOSS]
         bottom.plot(line.x, line.y, marker=".", color=colours[LOSS], label=line.label, gid=LOSS)
         bottom.set_ylabel("training loss")
+        from_zero(bottom)
     if LR in series[BOTTOM]:
         line = series[BOTTOM][LR]
         lr_axis = bottom.twinx()
@@ -226,7 +236,8 @@ def system_figure(curves: Curves) -> Figure:
                      gid=LR)
         if all(v > 0 for v in line.y if not math.isnan(v)):
             lr_axis.set_yscale("log")
-        lr_axis.set_ylabel("learning rate", color=colours[LR])
+        lr_axis.set_ylabel("learning rate" + (" (log scale)" if lr_axis.get_yscale() == "log" else ""),
+                           color=colours[LR])
         lr_axis.grid(False)
         handles = bottom.get_legend_handles_labels()[0] + lr_axis.get_legend_handles_labels()[0]
         bottom.legend(handles=handles, loc="best")
@@ -250,39 +261,133 @@ def overview_groups(curves: Sequence[Curves], seeds: Mapping[str, Sequence[str]]
     return list(groups.values())
 
 
+@dataclass(frozen=True)
+class Band:
+    """A seed group's spread per epoch: at each epoch that at least two of its runs reached, the number of those
+    runs `n`, their `mean` and their standard deviation `sd` (n - 1 in the denominator), on the scale drawn. Runs stop
+    at different epochs (patience), so `n` can fall along the curve; an epoch with one run left has no band."""
+    epochs: list[int]
+    mean: list[float]
+    sd: list[float]
+    n: list[int]
+
+
+def seed_band(group: Sequence[Curves], scale: float = SCALE) -> Band:
+    """The `Band` of `group`'s validation metric (each run's own, x `scale`); empty for a group of one run."""
+    reached: dict[int, list[float]] = {}
+    for c in group:
+        for epoch, value in zip(c.epochs, c.values(c.metric, scale)):
+            reached.setdefault(epoch, []).append(value)
+    epochs = [e for e in sorted(reached) if len(reached[e]) >= 2]
+    return Band(epochs, [float(np.mean(reached[e])) for e in epochs],
+                [float(np.std(reached[e], ddof=1)) for e in epochs], [len(reached[e]) for e in epochs])
+
+
+def group_label(group: Sequence[Curves]) -> str:
+    """A group's name on a figure: its lead system and how many runs it has ("one run" when one)."""
+    return f"{group[0].system}: " + (f"{len(group)} seeds, mean ± sd" if len(group) > 1 else "one run")
+
+
+def draw_group(ax, group: Sequence[Curves], colour, label: str | None = None) -> None:
+    """A seed group on `ax`: each run's validation metric x100 (gid: its system), its best epoch starred; with two or
+    more runs also their mean (bold, gid "<lead>:mean", labelled) over the `seed_band` (gid "<lead>:band") and each
+    run thin; a single run is itself bold and labelled. `label` defaults to `group_label`."""
+    band, label = seed_band(group), label if label is not None else group_label(group)
+    alone = len(group) == 1
+    for c in group:
+        ax.plot(c.epochs, c.values(c.metric, SCALE), color=colour, linewidth=1.8 if alone else 0.8,
+                alpha=1.0 if alone else 0.55, marker="." if alone else None, markersize=3, gid=c.system,
+                label=label if alone else None)
+        ax.plot([c.best_epoch], [c.best_value * SCALE], marker="*", markersize=9 if alone else 6, color=colour,
+                markeredgecolor="black", markeredgewidth=0.5, linestyle="none")
+    if band.epochs:
+        low = [m - s for m, s in zip(band.mean, band.sd)]
+        high = [m + s for m, s in zip(band.mean, band.sd)]
+        ax.fill_between(band.epochs, low, high, color=colour, alpha=0.22, linewidth=0, gid=f"{group[0].system}:band")
+        ax.plot(band.epochs, band.mean, color=colour, linewidth=2.2, gid=f"{group[0].system}:mean", label=label)
+
+
+def from_zero(ax, top: float | None = None) -> None:
+    """`ax`'s y axis with 0 in it: from 0 up (to `top` when given), or from its lowest value to 0 or above when that
+    is negative (SCST's loss)."""
+    low, high = ax.get_ylim()
+    ax.set_ylim(min(0.0, low), max(0.0, high) if top is None else top)
+
+
+def overview_sections(curves: Sequence[Curves]) -> list[tuple[str, bool, list[Curves]]]:
+    """The sections of a paper's overview: one per validation metric (METRICS' order: one quantity per axis) and
+    objective (cross-entropy, then SCST), as (metric, scst, its runs in `curves` order); empty ones left out."""
+    sections = [(metric, scst, [c for c in curves if c.metric == metric and c.scst == scst])
+                for metric in METRICS for scst in (False, True)]
+    return [section for section in sections if section[2]]
+
+
+def _section_title(metric: str, scst: bool, groups: Sequence[Sequence[Curves]]) -> str:
+    runs, seeded = sum(len(g) for g in groups), sum(len(g) > 1 for g in groups)
+    kind = "SCST" if scst else "cross-entropy"
+    return (f"{kind}, {METRICS[metric][0]}: {runs} run{'s' if runs != 1 else ''} of {len(groups)} "
+            f"system{'s' if len(groups) != 1 else ''}"
+            + (f"; {seeded} with seeds (bold: their mean, shaded: ± sd)" if seeded else "; one run each"))
+
+
+def _top(groups: Sequence[Sequence[Curves]]) -> float:
+    """The y axis's top for `groups`: 5% above their largest value x100."""
+    values = [v for g in groups for c in g for v in c.values(c.metric, SCALE) if not math.isnan(v)]
+    return max(values + [0.0]) * 1.05 or 1.0
+
+
+def _one_axis(sub, metric: str, groups: Sequence[Sequence[Curves]]) -> None:
+    """Every group on one axis, one colour each, the legend outside the axis (it hides no line)."""
+    ax = sub.subplots()
+    palette = matplotlib.colormaps["tab10"]
+    for k, group in enumerate(groups):
+        draw_group(ax, group, palette(k % palette.N))
+    ax.set_xlabel("epoch")
+    ax.set_ylabel(METRICS[metric][1])
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    from_zero(ax, _top(groups))
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+
+
+def _small_multiples(sub, metric: str, groups: Sequence[Sequence[Curves]]) -> None:
+    """One small axis per group, all on one scale from 0: the group in colour (its band when seeded), every other
+    group's curve (its mean, or its one run) in light grey behind it for comparison."""
+    rows = math.ceil(len(groups) / COLUMNS)
+    axes = sub.subplots(rows, COLUMNS, sharex=True, sharey=True, squeeze=False).ravel()
+    top = _top(groups)
+    bands = [seed_band(g) for g in groups]
+    context = [(b.epochs, b.mean) if len(g) > 1 else (g[0].epochs, g[0].values(metric, SCALE))
+               for g, b in zip(groups, bands)]
+    for k, (ax, group) in enumerate(zip(axes, groups)):
+        for j, (x, y) in enumerate(context):
+            if j != k:
+                ax.plot(x, y, color=CONTEXT, linewidth=0.8, zorder=1)
+        draw_group(ax, group, "C0")
+        ax.set_title(group_label(group), fontsize=9)
+        from_zero(ax, top)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    for ax in axes[len(groups):]:
+        ax.axis("off")
+    sub.supxlabel("epoch", fontsize=9)
+    sub.supylabel(METRICS[metric][1], fontsize=9)
+
+
 def overview_figure(paper: str, curves: Sequence[Curves], seeds: Mapping[str, Sequence[str]] | None = None,
                     title: str | None = None) -> Figure:
-    """Every system of a paper on one axis per objective (cross-entropy left, SCST right, when both are there):
-    validation CIDEr-D x100 per epoch, each system's best epoch starred. The seeds of one system share its colour:
-    the system's line is bold and labelled with the number of seeds, the other seeds' lines are thin and unlabelled.
-    Each line's gid is its system's name."""
-    panels = [(label, [c for c in curves if c.scst == scst]) for label, scst in (("cross-entropy", False),
-                                                                                 ("SCST", True))]
-    panels = [(label, members) for label, members in panels if members]
-    width = OVERVIEW_SIZE[0] if len(panels) > 1 else OVERVIEW_SIZE[0] * 0.6
-    fig = Figure(figsize=(width, OVERVIEW_SIZE[1]), dpi=DPI, layout="constrained")
-    axes = fig.subplots(1, len(panels), squeeze=False)[0]
-    for ax, (label, members) in zip(axes, panels):
-        groups = overview_groups(members, seeds)
-        palette = matplotlib.colormaps["tab10" if len(groups) <= 10 else "tab20"]
-        for k, group in enumerate(groups):
-            colour = palette(k % palette.N)
-            for j, c in enumerate(group):
-                lead = j == 0
-                name = c.system + (f" ({len(group)} seeds)" if lead and len(group) > 1 else "")
-                ax.plot(c.epochs, c.values(c.metric, SCALE), color=colour, linewidth=1.8 if lead else 0.8,
-                        alpha=1.0 if lead else 0.6, marker="." if lead else None, markersize=3,
-                        label=name if lead else None, gid=c.system)
-                ax.plot([c.best_epoch], [c.best_value * SCALE], marker="*", markersize=9 if lead else 6,
-                        color=colour, markeredgecolor="black", markeredgewidth=0.5, linestyle="none",
-                        alpha=1.0 if lead else 0.6)
-        ax.set_title(f"{label}: {len(members)} run{'s' if len(members) != 1 else ''}")
-        ax.set_xlabel("epoch")
-        ax.set_ylabel(METRICS[members[0].metric][0])
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.legend(loc="best", ncol=1 if len(groups) <= 8 else 2)
-    shown = METRICS[curves[0].metric][0].removesuffix(" (x100)")
-    fig.suptitle(f"{title or paper}: {shown} per epoch (star: best epoch, the model kept)")
+    """A paper's runs by section (`overview_sections`: one validation metric and objective each), stacked: a section
+    of at most ONE_AXIS systems (seed groups, `overview_groups`) draws them on one axis in distinct colours, a larger
+    one as small multiples, one per system with the others in grey behind it. Every y axis starts at 0. A system
+    with seeds is drawn as their mean ± sd (`draw_group`), its runs thin; every run's best epoch is starred."""
+    sections = [(metric, scst, overview_groups(members, seeds)) for metric, scst, members in overview_sections(curves)]
+    heights = [ONE_AXIS_HEIGHT if len(groups) <= ONE_AXIS else math.ceil(len(groups) / COLUMNS) * SMALL_HEIGHT + 0.7
+               for _, _, groups in sections]
+    fig = Figure(figsize=(OVERVIEW_SIZE[0], sum(heights) + 0.5), dpi=DPI, layout="constrained")
+    subs = fig.subfigures(len(sections), 1, height_ratios=heights, squeeze=False)[:, 0]
+    for sub, (metric, scst, groups) in zip(subs, sections):
+        (_one_axis if len(groups) <= ONE_AXIS else _small_multiples)(sub, metric, groups)
+        sub.suptitle(_section_title(metric, scst, groups), fontsize=10)
+    shown = " and ".join(dict.fromkeys(METRICS[m][0].removesuffix(" (x100)") for m, _, _ in sections))
+    fig.suptitle(f"{title or paper}: {shown} per epoch (star: a run's best epoch, the model kept)")
     return fig
 
 
@@ -439,16 +544,33 @@ def dvc_plot_definitions(papers: Mapping[str, Sequence[str]] | None = None, plot
 # ---------------------------------------------------------------- the index
 
 
+OVERVIEW_CAPTION = (
+    "What it shows: every trained run of the paper, its validation metric per epoch (the split and decoding the best "
+    "epoch is chosen on), one section per metric and objective, every axis from 0; a system trained with several "
+    "seeds as their mean (bold) ± sd (shaded) over the epochs that two or more of them reached, its runs thin; every "
+    "other system marked \"one run\"; a star at each run's best epoch, the model kept. What it does not show: test "
+    "scores (the tables give them), nor whether a gap between two systems exceeds the seed spread (reports/claims.md "
+    "judges that); a starred value is the best of many epochs on that split, so it flatters the run.")
+CURVES_CAPTION = (
+    "Each system's own figure, one run each: its validation metric per epoch with the best epoch starred and what "
+    "stopped the run; below, the training loss and the learning rate (log scale); for SCST runs the rewards (CIDEr-D "
+    "of the candidates and of the greedy baseline on the training batches). A seed's spread is not in these: the "
+    "overview draws it.")
+
+
 def figure_index_lines(written: Mapping[str, Sequence[Path]], index_path: str | os.PathLike,
                        titles: Mapping[str, str] | None = None, plots_dir: str | os.PathLike | None = None,
                        attention: Mapping[str, Path] | None = None,
-                       paper_figures: Mapping[str, Sequence[tuple[str, Path]]] | None = None) -> list[str]:
-    """The Markdown section of reports/index.md that lists the figures (`written`, as `write_figures` returns it):
-    per paper, its overview, its attention figure (`attention`: {paper: its PNG}, reports/attention.py), the paper's
+                       paper_figures: Mapping[str, Sequence[tuple[str, Path]]] | None = None,
+                       captions: Mapping[str, str] | None = None) -> list[str]:
+    """The Markdown section of reports/index.md that shows the figures (`written`, as `write_figures` returns it): per
+    paper, its overview, its attention figure (`attention`: {paper: its PNG}, reports/attention.py) and the paper's
     own figures that a stage of its pipeline draws (`paper_figures`: {paper: [(label, PNG)]}, e.g. HOCA's Figs. 5-7),
-    then each system's curve, linked relative to `index_path`; `titles`: {paper: the name shown}. No lines when
-    nothing was written. `plots_dir` (when given) is named as the `dvc plots` data."""
-    attention, paper_figures = attention or {}, paper_figures or {}
+    each shown with its caption under it (the overview's OVERVIEW_CAPTION; the others' from `captions`, {file name:
+    caption}, none when absent), then links to each system's curve (CURVES_CAPTION says what they hold), relative to
+    `index_path`; `titles`: {paper: the name shown}. No lines when nothing was written. `plots_dir` (when given) is
+    named as the `dvc plots` data."""
+    attention, paper_figures, captions = attention or {}, paper_figures or {}, captions or {}
     if not any(written.values()) and not attention and not paper_figures:
         return []
     base = Path(index_path).parent
@@ -456,14 +578,11 @@ def figure_index_lines(written: Mapping[str, Sequence[Path]], index_path: str | 
     def link(path: Path) -> str:
         return Path(os.path.relpath(path, base)).as_posix()
 
-    lines = ["## Figures", "",
-             "Training curves of every trained system: validation CIDEr-D (x100) per epoch with the best epoch "
-             "(the model kept) starred and what stopped the run; below it the training loss and learning rate; for "
-             "SCST runs also the rewards (CIDEr-D of the sampled and the greedy captions on the training batches). "
-             "Each paper's overview puts its systems on one axis, cross-entropy and SCST apart."]
-    if attention:
-        lines[-1] += (" A paper's attention figure shows its decoder's attention over the regions of a test image "
-                      "for each word of the caption its system decodes.")
+    def shown(label: str, path: Path, caption: str | None) -> list[str]:
+        return [f"![{label}]({link(path)})", ""] + ([f"*{label}.* {caption}", ""] if caption else [])
+
+    lines = ["## Figures", "", "Each figure is shown with a caption under it: what it shows and what it does not. "
+             + CURVES_CAPTION]
     if plots_dir is not None:
         lines[-1] += (f" The same per-epoch data, for `dvc plots show` and `dvc plots diff`: "
                       f"[{link(Path(plots_dir))}/]({link(Path(plots_dir))}/).")
@@ -472,12 +591,16 @@ def figure_index_lines(written: Mapping[str, Sequence[Path]], index_path: str | 
         files = list(written.get(paper, ()))
         if not files and paper not in attention and paper not in paper_figures:
             continue
+        name = (titles or {}).get(paper, paper)
         overviews = [f for f in files if f.name == f"{paper}_curves.png"]
         systems = [f for f in files if f not in overviews]
-        parts = [f"[overview]({link(f)})" for f in overviews]
+        lines += [f"### {name}", ""]
+        for f in overviews:
+            lines += shown(f"{name}: training curves", f, OVERVIEW_CAPTION)
         if paper in attention:
-            parts.append(f"[attention]({link(attention[paper])})")
-        parts += [f"[{label}]({link(path)})" for label, path in paper_figures.get(paper, ())]
-        parts += [f"[`{f.stem}`]({link(f)})" for f in systems]
-        lines.append(f"- **{(titles or {}).get(paper, paper)}**: " + " · ".join(parts))
-    return lines
+            lines += shown(f"{name}: attention", attention[paper], captions.get(attention[paper].name))
+        for label, path in paper_figures.get(paper, ()):
+            lines += shown(f"{name}, {label}", path, captions.get(path.name))
+        if systems:
+            lines += ["Each system's curves: " + " · ".join(f"[`{f.stem}`]({link(f)})" for f in systems), ""]
+    return lines[:-1] if lines[-1] == "" else lines

@@ -3,7 +3,8 @@ curves) and Fig. 7 (the hierarchical fusion's modality weights), one PNG each.
 
 - Fig. 5 (§6.4, `rank_png`, `hoca_fig5_rank.png`): test CIDEr-D (x100) of L-HOCA-UBT against its rank k, one point
   per rank given, with HOCA-UBT (the full weight tensor, no rank) as a horizontal line; green and red as the paper
-  draws them. Read from the systems' metrics files (`test.CIDEr`, 0-1 in the file). The paper's data is MSVD.
+  draws them; on an axis from 0, a seeded system's mean ± sd, a single run marked "one run". Read from the systems'
+  metrics files (`test.CIDEr`, 0-1 in the file), and their seeds' (claims.seed_groups). The paper's data is MSVD.
 - Fig. 6 (appendix A.3, `curves_png`, `hoca_fig6_curves.png`): validation CIDEr-D (x100) per epoch of HOCA-U,
   HOCA-UBT and L-HOCA-UBT (or whichever systems are given), each system's best epoch (the model kept) starred. Read
   from the metrics files' `history` and `best_epoch` (reports/figures.py `read_curves`). The paper's data is MSR-VTT.
@@ -40,7 +41,7 @@ from matplotlib.ticker import MaxNLocator
 from .. import paths
 from ..io import InputError, atomic_path, read_json
 from .attention import recording
-from .figures import DPI, METRIC, SCALE, Curves, drawn, read_curves
+from .figures import DPI, METRIC, SCALE, Curves, draw_group, drawn, from_zero, read_curves
 
 FOLDER = paths.HOCA_FIGURES  # not reports/figures: the index stage owns that folder (a DVC output)
 FIG5, FIG6, FIG7 = (path.name for path in paths.HOCA_FIGURE_FILES.values())
@@ -56,6 +57,22 @@ CURVES_SIZE = (7.6, 5.0)
 MAF_SIZE = (10.0, 8.0)  # two panels, one above the other
 BAR = 0.27  # width of one modality's bar; a word's three bars span 0.81
 WRAP = 100  # characters per line of a panel's caption
+
+
+CAPTIONS = {  # the index's caption of each figure (reports/figures.py figure_index_lines): what it shows, what not
+    FIG5: "What it shows: our test CIDEr-D (beam search) of L-HOCA-UBT at each rank k and of HOCA-UBT (the full "
+          "tensor) as a line, on an axis from 0; a point is the mean of a system's seeds with ± sd bars when it has "
+          "several, and is marked \"one run\" when it has one. What it does not show: a one-run point carries no "
+          "spread, so gaps smaller than this world's seed spread (reports/claims.md, where measured) are not "
+          "evidence of an effect of the rank; the numbers are ours on the synthetic world, not the paper's.",
+    FIG6: "What it shows: validation CIDEr-D (greedy decoding) per epoch of the paper's Fig. 6 systems, on an axis "
+          "from 0, each run's best epoch starred, seeds as mean ± sd where a system has several. What it does not "
+          "show: test scores (beam search; the tables), or a spread for a system with one run.",
+    FIG7: "What it shows: for one test clip, per word of each system's greedy caption, the hierarchical fusion's "
+          "weights β over image, motion and audio (eqs. 20-21), on an axis from 0 to 1. What it does not show: which "
+          "modality a word needs (β weighs context vectors the decoder then transforms), or anything across clips: "
+          "one clip, one run per system.",
+}
 
 
 # ---------------------------------------------------------------- what the figures read
@@ -92,73 +109,121 @@ def hoca_label(args) -> str:
 # ---------------------------------------------------------------- Fig. 5: rank
 
 
-def rank_figure(points: Sequence[tuple[int, float]], full: float, data: str = MSVD_LIKE) -> Figure:
-    """Fig. 5: test CIDEr-D x100 of L-HOCA-UBT at each rank of `points` ((rank, CIDEr 0-1), drawn in rank order,
-    each point labelled with its value) and HOCA-UBT's `full` (0-1) as a horizontal line. The x axis ticks at the
-    ranks given. Gids: "low_rank" and "full"."""
-    points = sorted(points)
-    ranks, values = [k for k, _ in points], [v * SCALE for _, v in points]
+def _runs(value: float | Sequence[float]) -> list[float]:
+    """A point's runs: one value, or the values of a system's seeds."""
+    return [float(value)] if isinstance(value, (int, float)) else [float(v) for v in value]
+
+
+def spread_note(runs: Sequence[float]) -> str:
+    """What a point's runs give: "one run" or "n runs, sd <x100>" (n - 1 in the sd's denominator)."""
+    if len(runs) == 1:
+        return "one run"
+    return f"{len(runs)} runs, sd {np.std(runs, ddof=1) * SCALE:.1f}"
+
+
+def rank_figure(points: Sequence[tuple[int, float | Sequence[float]]], full: float | Sequence[float],
+                data: str = MSVD_LIKE) -> Figure:
+    """Fig. 5: test CIDEr-D x100 of L-HOCA-UBT at each rank of `points` ((rank, its runs' CIDEr 0-1: one value, or
+    one per seed), drawn in rank order at the runs' mean, with ± sd bars where a rank has two runs or more, each
+    point labelled with its mean and `spread_note`) and HOCA-UBT's `full` (the same kinds of value) as a horizontal
+    line at its mean, shaded ± sd when seeded. The y axis starts at 0; a note says when every point is one run. The
+    x axis ticks at the ranks given. Gids: "low_rank", "low_rank:sd" (the bars) and "full"."""
+    points = sorted((int(k), _runs(v)) for k, v in points)
+    full_runs = _runs(full)
+    ranks = [k for k, _ in points]
+    means = [float(np.mean(runs)) * SCALE for _, runs in points]
+    sds = [float(np.std(runs, ddof=1)) * SCALE if len(runs) > 1 else 0.0 for _, runs in points]
+    full_mean = float(np.mean(full_runs)) * SCALE
     fig = Figure(figsize=RANK_SIZE, dpi=DPI, layout="constrained")
     ax = fig.subplots()
-    ax.axhline(full * SCALE, color=FULL_COLOUR, linewidth=1.8, gid="full",
-               label=f"HOCA-UBT (full tensor, no rank): {full * SCALE:.1f}")
-    ax.plot(ranks, values, color=LOW_RANK_COLOUR, marker="o", linewidth=1.8, gid="low_rank", label="L-HOCA-UBT")
-    for k, v in zip(ranks, values):
-        ax.annotate(f"{v:.1f}", (k, v), textcoords="offset points", xytext=(0, 7), ha="center", fontsize=8)
+    ax.axhline(full_mean, color=FULL_COLOUR, linewidth=1.8, gid="full",
+               label=f"HOCA-UBT (full tensor, no rank): {full_mean:.1f}, {spread_note(full_runs)}")
+    if len(full_runs) > 1:
+        sd = float(np.std(full_runs, ddof=1)) * SCALE
+        ax.axhspan(full_mean - sd, full_mean + sd, color=FULL_COLOUR, alpha=0.15, linewidth=0)
+    ax.plot(ranks, means, color=LOW_RANK_COLOUR, marker="o", linewidth=1.8, gid="low_rank", label="L-HOCA-UBT")
+    if any(len(runs) > 1 for _, runs in points):
+        ax.errorbar(ranks, means, yerr=sds, color=LOW_RANK_COLOUR, linestyle="none", capsize=4, gid="low_rank:sd")
+    for k, mean, sd, (_, runs) in zip(ranks, means, sds, points):
+        ax.annotate(f"{mean:.1f}\n{spread_note(runs)}", (k, mean + sd), textcoords="offset points", xytext=(0, 6),
+                    ha="center", fontsize=8)
     ax.set_xticks(ranks)
     ax.set_xlabel("rank k of Low-Rank HOCA")
     ax.set_ylabel("test CIDEr-D (x100)")
-    ax.margins(y=0.25)
-    ax.legend(loc="best")
+    ax.set_ylim(0, max([m + s for m, s in zip(means, sds)] + [full_mean]) * 1.3 or 1.0)
+    ax.legend(loc="lower right")
+    if all(len(runs) == 1 for _, runs in [*points, (0, full_runs)]):
+        fig.supxlabel("One run per point: no seed spread is measured for these systems, so gaps between points may be "
+                      "noise.", fontsize=8, color="0.3")
     ax.set_title(f"Fig. 5 (Jin et al. 2019, §6.4): CIDEr-D against the rank\n{data}, beam search on test")
     return fig
 
 
-def rank_png(ranks: Sequence[tuple[int, str | os.PathLike]], full: str | os.PathLike, data: str = MSVD_LIKE
-             ) -> bytes:
-    """Fig. 5's PNG from metrics files: `ranks` [(rank, the L-HOCA-UBT system's metrics file)], `full` HOCA-UBT's.
-    InputError when `ranks` is empty or names a rank twice or below 1, or a file lacks its test CIDEr-D."""
+def rank_png(ranks: Sequence[tuple[int, str | os.PathLike | Sequence[str | os.PathLike]]],
+             full: str | os.PathLike | Sequence[str | os.PathLike], data: str = MSVD_LIKE) -> bytes:
+    """Fig. 5's PNG from metrics files: `ranks` [(rank, the L-HOCA-UBT system's metrics file, or its seeds' files)],
+    `full` HOCA-UBT's file (or its seeds'). InputError when `ranks` is empty or names a rank twice or below 1, or a
+    file lacks its test CIDEr-D."""
     seen = [k for k, _ in ranks]
     if not seen or len(set(seen)) != len(seen) or min(seen) < 1:
         raise InputError(f"Fig. 5 needs distinct ranks >= 1, one metrics file each; got ranks {seen}")
-    return drawn(rank_figure, [(int(k), read_test_cider(p)) for k, p in ranks], read_test_cider(full), data)
+    return drawn(rank_figure, [(int(k), _test_ciders(p)) for k, p in ranks], _test_ciders(full), data)
+
+
+def _test_ciders(files: str | os.PathLike | Sequence[str | os.PathLike]) -> list[float]:
+    """The test CIDEr-D of one metrics file, or of each of several (a system's seeds)."""
+    if isinstance(files, (str, os.PathLike)):
+        files = [files]
+    return [read_test_cider(path) for path in files]
 
 
 # ---------------------------------------------------------------- Fig. 6: learning curves
 
 
-def curves_figure(curves: Mapping[str, Curves], data: str = MSRVTT_LIKE) -> Figure:
-    """Fig. 6: validation CIDEr-D x100 per epoch of each system ({label: its Curves}, in order, one colour each),
-    its best epoch starred and given in the legend. Each line's gid is its label."""
+def curves_label(label: str, runs: Sequence[Curves]) -> str:
+    """A Fig. 6 legend entry: the system's best validation CIDEr-D x100 and its epoch (one run), or the mean ± sd of
+    its seeds' bests."""
+    if len(runs) == 1:
+        return f"{label}: best {runs[0].best_value * SCALE:.1f} at epoch {runs[0].best_epoch}, one run"
+    bests = [c.best_value * SCALE for c in runs]
+    return f"{label}: best {np.mean(bests):.1f} ± {np.std(bests, ddof=1):.1f} over {len(runs)} seeds"
+
+
+def curves_figure(curves: Mapping[str, Curves | Sequence[Curves]], data: str = MSRVTT_LIKE) -> Figure:
+    """Fig. 6: validation CIDEr-D x100 per epoch of each system ({label: its Curves, or its seeds' Curves}, in order,
+    one colour each; figures.draw_group: seeds as their mean ± sd), every run's best epoch starred, the best in the
+    legend (`curves_label`). The y axis starts at 0. Each run's line's gid is its system's name."""
     fig = Figure(figsize=CURVES_SIZE, dpi=DPI, layout="constrained")
     ax = fig.subplots()
-    for k, (label, c) in enumerate(curves.items()):
-        colour, best = f"C{k % 10}", c.best_value * SCALE
-        ax.plot(c.epochs, c.values(METRIC, SCALE), color=colour, marker=".", markersize=4, linewidth=1.6, gid=label,
-                label=f"{label}: best {best:.1f} at epoch {c.best_epoch}")
-        ax.plot([c.best_epoch], [best], marker="*", markersize=12, color=colour, markeredgecolor="black",
-                markeredgewidth=0.6, linestyle="none")
+    for k, (label, runs) in enumerate(curves.items()):
+        runs = [runs] if isinstance(runs, Curves) else list(runs)
+        draw_group(ax, runs, f"C{k % 10}", curves_label(label, runs))
     ax.set_xlabel("epoch")
     ax.set_ylabel("validation CIDEr-D (x100)")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    from_zero(ax)
     ax.legend(loc="lower right")
     ax.set_title(f"Fig. 6 (Jin et al. 2019, A.3): learning curves, {data}\n"
                  "greedy decoding on validation (the test scores use beam search); star: best epoch, the model kept")
     return fig
 
 
-def curves_png(curves: Mapping[str, str | os.PathLike], data: str = MSRVTT_LIKE) -> bytes:
-    """Fig. 6's PNG from metrics files ({label: metrics file}). InputError when none is given, or a file is missing,
-    malformed (figures.read_curves) or has no history, or its validation metric is not CIDEr-D."""
+def curves_png(curves: Mapping[str, str | os.PathLike | Sequence[str | os.PathLike]], data: str = MSRVTT_LIKE
+               ) -> bytes:
+    """Fig. 6's PNG from metrics files ({label: metrics file, or its seeds' files}). InputError when none is given,
+    or a file is missing, malformed (figures.read_curves) or has no history, or its validation metric is not
+    CIDEr-D."""
     if not curves:
         raise InputError("Fig. 6 needs at least one system's metrics file")
     loaded = {}
-    for label, path in curves.items():
-        c = read_curves(path, label)
-        if c is None or c.metric != METRIC:
-            raise InputError(f"{path}: no per-epoch {METRIC} history to draw (a trained captioner's metrics file "
-                             f"has one)")
-        loaded[label] = c
+    for label, files in curves.items():
+        loaded[label] = []
+        for path in [files] if isinstance(files, (str, os.PathLike)) else files:
+            c = read_curves(path)
+            if c is None or c.metric != METRIC:
+                raise InputError(f"{path}: no per-epoch {METRIC} history to draw (a trained captioner's metrics file "
+                                 f"has one)")
+            loaded[label].append(c)
     return drawn(curves_figure, loaded, data)
 
 

@@ -56,6 +56,9 @@ YAML format (every key below is the complete set; anything else is an error)::
         quote: "..."                   # the paper's words, verbatim
         where: "Sec. 4.3, Ablation Study"   # page or section of the quote
         note: "..."                    # optional: e.g. how the text's wording differs from the table
+        untestable:                    # optional: the worlds cannot express the mechanism the claim is about
+          reason: "..."                #   one sentence: what the world lacks (reports/claims.md lists it apart,
+          link: "docs/....md#anchor"   #   out of the claims that can hold); the doc section that says so
 
 A column's id is its key, or `<group>:<key>` when it belongs to a group; row `values` and the CSV
 columns `<id>_paper` / `<id>_ours` use that id.
@@ -91,6 +94,10 @@ REFERENCE_LABELS = {"constant_caption": "Constant caption", "human_ceiling": "Hu
 REFERENCE_HEADING = "Reference points (ours, same test split)"
 WIDTH = 145  # the widest line a Markdown sub-table may have (a normal screen), where cutting its columns can reach it
 KINDS = ("reproduced", "server_only", "pending", "cited")  # a row's kind, in the order the index counts them
+KIND_LABELS = ("Rows run", "Server only", "Pending", "Cited")  # their columns in the index and the status table
+ROWS_NOTE = ("Rows run: our numbers beside the paper's; server only: trained, but the COCO test server scores every "
+             "column (the pipeline writes the submission file); pending: waiting for a system not trained yet; cited: "
+             "other papers' systems, as printed.")
 STILL_IMPROVING = ("Best validation epoch = last epoch: still improving when its schedule ended, so it may be "
                    "under-trained")
 SERVER_FILES = ("Server columns: the COCO test server scores the submission file "
@@ -164,6 +171,15 @@ class Claim:
     quote: str
     where: str
     note: str | None = None
+    untestable: Untestable | None = None
+
+
+@dataclass(frozen=True)
+class Untestable:
+    """Why the worlds cannot test a claim: one sentence, and the section of the docs (a path from the repository's
+    root, with its anchor) that says so."""
+    reason: str
+    link: str
 
 
 @dataclass(frozen=True)
@@ -375,7 +391,7 @@ def _load_claims(raw: Any, path: str, rows: list[Row], columns: list[Column], sc
     for i, c in enumerate(_list(raw, f"{path}: claims")):
         where = f"{path}: claims[{i}]" + (f" ({c['id']})" if isinstance(c, dict) and isinstance(c.get("id"), str)
                                           else "")
-        c = _mapping(c, where, ("id", "text", "better", "worse", "quote", "where"), ("metric", "note"))
+        c = _mapping(c, where, ("id", "text", "better", "worse", "quote", "where"), ("metric", "note", "untestable"))
         metric = _text(c.get("metric", "CIDEr"), f"{where}: metric")
         better, worse = _text(c["better"], f"{where}: better"), _text(c["worse"], f"{where}: worse")
         if better == worse:
@@ -387,9 +403,18 @@ def _load_claims(raw: Any, path: str, rows: list[Row], columns: list[Column], sc
             better=better, worse=worse, metric=metric, paper_better=paper_better, paper_worse=paper_worse,
             scale=scale if col_scale is None else col_scale,
             quote=" ".join(_text(c["quote"], f"{where}: quote").split()), where=_text(c["where"], f"{where}: where"),
-            note=None if c.get("note") is None else " ".join(_text(c["note"], f"{where}: note").split())))
+            note=None if c.get("note") is None else " ".join(_text(c["note"], f"{where}: note").split()),
+            untestable=None if c.get("untestable") is None else _untestable(c["untestable"], f"{where}: untestable")))
     _unique([c.id for c in claims], f"{path}: claims", "id(s)")
     return tuple(claims)
+
+
+def _untestable(raw: Any, where: str) -> Untestable:
+    u = _mapping(raw, where, ("reason", "link"))
+    link = _text(u["link"], f"{where}: link")
+    if "#" not in link or not link.split("#")[0].endswith(".md"):
+        raise InputError(f"{where}: link must name a Markdown page and its section (page.md#anchor), not {link!r}")
+    return Untestable(" ".join(_text(u["reason"], f"{where}: reason").split()), link)
 
 
 def _paper_value(system: str, metric: str, rows: list[Row], columns: list[Column],
@@ -790,7 +815,15 @@ class Verdicts(Protocol):
         """One line of counts of the claims by verdict."""
 
     def held(self, table_ids: Sequence[str]) -> str:
-        """"k of m": of the m claims of the tables `table_ids`, the k that hold; "—" when they have none."""
+        """"k of m": of the m claims of the tables `table_ids` that the worlds can test, the k that hold; "—" when
+        they have none."""
+
+    def tally(self, table_ids: Sequence[str]) -> dict[str, str]:
+        """The status table's claim columns for the tables `table_ids`: {column label: cell}, the same labels for
+        any tables."""
+
+    def tally_note(self) -> str:
+        """What the claim columns of `tally` count (a sentence or two under the status table)."""
 
 
 def build_index(summaries: list[Path], tables_dir: Path, index_path: Path, metrics_dir: Path | None = None,
@@ -809,12 +842,12 @@ def build_index(summaries: list[Path], tables_dir: Path, index_path: Path, metri
     if status:
         index += ["## Status of the papers", "", status.rstrip("\n"), "", "## Tables", ""]
     index += ["Each table sets the paper's numbers and ours side by side, \"paper / ours\" in each cell; its header "
-              "names the data we ran on. Rows: reproduced (our numbers beside the paper's), server only (ours, but "
+              "names the data we ran on. Rows: rows run (our numbers beside the paper's), server only (ours, but "
               "only the COCO test server scores them), pending (not trained yet), cited (another system, kept as "
-              "printed)." + (" Claims that hold: of the orderings the paper asserts in that table, how many hold over "
-                             "seeds (the claims page, linked above)." if page else ""), "",
-              "| Table | Source | Paper | Reproduced | Server only | Pending | Cited |"
-              + " Claims that hold |" * bool(page), "|---|---|---|---|---|---|---|" + "---|" * bool(page)]
+              "printed)." + (" Claims that hold: of the orderings the paper asserts in that table that the worlds can "
+                             "test, how many hold over seeds (the claims page, linked above)." if page else ""), "",
+              "| Table | Source | Paper | " + " | ".join(KIND_LABELS) + " |" + " Claims that hold |" * bool(page),
+              "|---|---|---|---|---|---|---|" + "---|" * bool(page)]
     rows = sorted((entry for path in summaries for entry in read_json(path)), key=lambda e: e["id"])
     for entry in rows:
         link = Path(os.path.relpath(tables_dir / f"{entry['id']}.md", index_path.parent)).as_posix()
@@ -864,6 +897,8 @@ STATUS_PAPERS = {"xlan": "X-LAN / X-Transformer", "eta": "ETA-Transformer", "aoa
 SHARED_SECTION = "baselines"  # systems whose rows several papers' tables share
 STATUS_BEGIN = "<!-- status:begin (generated from reports/: python scripts/readme_status.py) -->"
 STATUS_END = "<!-- status:end -->"
+SUMMARY_BEGIN = "<!-- summary:begin (generated from reports/: python scripts/readme_status.py) -->"  # the claims in
+SUMMARY_END = "<!-- summary:end -->"  # plain words, the README's first lines under its title paragraph
 
 
 def _table_labels(labels: list[str]) -> str:
@@ -883,11 +918,13 @@ def build_status(summaries: dict[str, Path], systems: dict[str, str], ensembles:
     """The status table of the papers (Markdown, with its notes): per paper of STATUS_PAPERS, the tables
     transcribed (`summaries`: {paper: its <paper>.summary.json}, papers without tables left out), the systems
     ({name: paper}) and ensembles trained (those with a metrics file in `metrics_dir`), the rows of its tables
-    by kind and how many of its tables' claims hold on the claims page (`claims`). `seeds` (claims.seed_groups)
+    by kind; then, in a second table, its tables' claims by outcome on the claims page (`claims.tally`). `seeds` (claims.seed_groups)
     names the shared systems' seed copies by their system. reports/index.md and the README show the same text
     (scripts/readme_status.py)."""
-    lines = ["| Paper | Tables | Systems | Stopped by patience | Reproduced | Server only | Pending | Cited "
-             "| Claims that hold |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    claim_labels = list(claims.tally([]))
+    lines = ["| " + " | ".join(["Paper", "Tables", "Systems", "Stopped by patience", *KIND_LABELS]) + " |",
+             "|---|---|" + "---:|" * (2 + len(KIND_LABELS))]
+    tallies = ["| " + " | ".join(["Paper", *claim_labels]) + " |", "|---|" + "---:|" * len(claim_labels)]
 
     def trained(names: list[str]) -> str:
         done = sum((metrics_dir / f"{n}.json").is_file() for n in names)
@@ -897,18 +934,16 @@ def build_status(summaries: dict[str, Path], systems: dict[str, str], ensembles:
         own = [s for s, p in systems.items() if p == paper]
         combined = [e for e, p in ensembles.items() if p == paper]
         runs = [trained(own) + (f" + {trained(combined)} ensembles" if combined else ""), stopped_by_patience(own, metrics_dir)]
+        entries = read_json(summaries[paper]) if paper in summaries else []
+        tallies.append(_md_row([name, *claims.tally([e["id"] for e in entries]).values()]))
         if paper not in summaries:
-            lines.append(_md_row([name, "none yet", *runs, "—", "—", "—", "—", "—"]))
+            lines.append(_md_row([name, "none yet", *runs, *["—"] * len(KINDS)]))
             continue
-        entries = read_json(summaries[paper])
         counts = {kind: sum(e.get(kind, 0) for e in entries) for kind in KINDS}
         lines.append(_md_row([name, f"{len(entries)}: " + _table_labels([e["table"] for e in entries]), *runs,
-                              *(str(counts[kind]) for kind in KINDS), claims.held([e["id"] for e in entries])]))
+                              *(str(counts[kind]) for kind in KINDS)]))
+    lines += ["", *tallies, "", ROWS_NOTE]
     shared = [s for s, p in {**systems, **ensembles}.items() if p == SHARED_SECTION]
-    lines += ["", "Rows of the papers' tables: *reproduced* ones hold our numbers beside the paper's; *server only* ones "
-              "are trained, but every column needs the COCO test server (the pipeline writes the submission file); "
-              "*pending* ones wait for a system not trained yet; *cited* ones are other papers' systems, kept as "
-              "printed."]
     if shared:
         named, seen = [], set()
         for name in shared:  # a seed copy is named by the first of its group
@@ -916,13 +951,11 @@ def build_status(summaries: dict[str, Path], systems: dict[str, str], ensembles:
             if name not in seen:
                 named.append(f"`{name}`" + (f" ({len(group)} seeds)" if len(group) > 1 else ""))
             seen.update(group)
-        lines[-1] += (f" The {len(shared)} runs of the baseline systems that several papers' tables share "
-                      f"({', '.join(named)}) are counted under no paper; of them, "
-                      f"{stopped_by_patience([s for s in shared if s in systems], metrics_dir)} stopped by patience.")
-    lines[-1] += (" Stopped by patience: runs whose validation metric had not improved for `train.patience` epochs "
-                  "when they stopped, of the runs trained (the others reached `train.max_epochs`).")
-    lines[-1] += (" Claims that hold: of the orderings that a paper's tables and text assert, how many hold over "
-                  "seeds; `reports/claims.md` states the test and gives each claim its verdict and effect size.")
+        lines[-1] += (f" The {len(shared)} runs of the baselines that several papers share ({', '.join(named)}) "
+                      f"count under no paper; {stopped_by_patience([s for s in shared if s in systems], metrics_dir)} "
+                      "stopped by patience.")
+    lines[-1] += (" Stopped by patience: of the runs trained, those whose validation metric had not improved for "
+                  "`train.patience` epochs (the others reached `train.max_epochs`). " + claims.tally_note())
     lines[-1:] = textwrap.wrap(lines[-1], width=116, break_long_words=False, break_on_hyphens=False)
     return "\n".join(lines) + "\n"
 
@@ -933,16 +966,17 @@ def stopped_by_patience(names: list[str], metrics_dir: Path) -> str:
     return f"{sum(r.get('stopped_by') == 'patience' for r in runs)} of {len(runs)}" if runs else "—"
 
 
-def replace_status(text: str, status: str) -> str:
-    """`text` (the README) with the status block between STATUS_BEGIN and STATUS_END replaced by `status`."""
-    if text.count(STATUS_BEGIN) != 1 or text.count(STATUS_END) != 1 or text.index(STATUS_BEGIN) > text.index(STATUS_END):
-        raise InputError(f"expected one {STATUS_BEGIN!r} line and one {STATUS_END!r} line after it")
-    head, rest = text.split(STATUS_BEGIN, 1)
-    return head + STATUS_BEGIN + "\n" + status + STATUS_END + rest.split(STATUS_END, 1)[1]
+def replace_status(text: str, status: str, begin: str = STATUS_BEGIN, end: str = STATUS_END) -> str:
+    """`text` (the README) with the block between the markers `begin` and `end` (by default the status table's)
+    replaced by `status`."""
+    if text.count(begin) != 1 or text.count(end) != 1 or text.index(begin) > text.index(end):
+        raise InputError(f"expected one {begin!r} line and one {end!r} line after it")
+    head, rest = text.split(begin, 1)
+    return head + begin + "\n" + status + end + rest.split(end, 1)[1]
 
 
-def status_block(text: str) -> str:
-    """The status block of `text` (the README), between its markers."""
-    if STATUS_BEGIN not in text or STATUS_END not in text:
-        raise InputError(f"no {STATUS_BEGIN!r} ... {STATUS_END!r} block")
-    return text.split(STATUS_BEGIN, 1)[1].split(STATUS_END, 1)[0].lstrip("\n")
+def status_block(text: str, begin: str = STATUS_BEGIN, end: str = STATUS_END) -> str:
+    """The block of `text` (the README) between the markers `begin` and `end` (by default the status table's)."""
+    if begin not in text or end not in text:
+        raise InputError(f"no {begin!r} ... {end!r} block")
+    return text.split(begin, 1)[1].split(end, 1)[0].lstrip("\n")

@@ -3,6 +3,7 @@ PNGs in `--out`, and a JSON summary of what they show on stdout.
 
 - Fig. 5 reads the test CIDEr-D of each `--ranks` system (L-HOCA-UBT at rank k) and of `--full` (HOCA-UBT);
 - Fig. 6 the validation history of each `--curves` system;
+- both read a system's seeds too, where params.yaml trains them (`seeds: n`), and draw their mean ± sd;
 - Fig. 7 decodes the first test clip of the first `--maf` system's vocabulary with each `--maf` system (their model
   files, vocabularies and feature sets: paths.py `maf_reads`).
 
@@ -69,6 +70,15 @@ def _label(cfg, system: str) -> str:
            f"({system})"
 
 
+def seed_files(cfg, metrics: Path):
+    """A function giving a system's metrics files: its own, then its seeds' (claims.seed_groups), which Figs. 5 and 6
+    draw as mean ± sd."""
+    from ..reports.claims import seed_groups
+
+    groups = seed_groups(cfg)
+    return lambda system: [metrics / f"{name}.json" for name in groups.get(system, (system,))]
+
+
 def run(cfg, root: Path, args) -> None:
     from ..reports import hoca_figures as figs
 
@@ -81,10 +91,10 @@ def run(cfg, root: Path, args) -> None:
         raise InputError(f"--maf: {', '.join(not_hoca)} not a HOCA model (model: hoca); Fig. 7 draws HOCA's β")
     set_threads(cfg)
     out, metrics = root / args.out, root / paths.METRICS
-    fig5 = figs.rank_png([(k, metrics / f"{n}.json") for k, n in ranks], metrics / f"{full[0]}.json",
-                         _data(cfg, full[0]))
+    seeds = seed_files(cfg, metrics)
+    fig5 = figs.rank_png([(k, seeds(n)) for k, n in ranks], seeds(full[0]), _data(cfg, full[0]))
     labels = {_label(cfg, s): s for s in curves}
-    fig6 = figs.curves_png({label: metrics / f"{s}.json" for label, s in labels.items()}, _data(cfg, curves[0]))
+    fig6 = figs.curves_png({label: seeds(s) for label, s in labels.items()}, _data(cfg, curves[0]))
     clip, panels = None, []
     for system in maf:
         clip, panel = figs.load_maf(cfg, root, system, clip, _label(cfg, system))

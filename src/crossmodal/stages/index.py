@@ -15,8 +15,9 @@ from pathlib import Path
 from .. import paths
 from ..config import PAPERS, origin_root
 from ..io import write_text
-from ..reports.claims import CLAIMS, SPREAD, ClaimsPage, build_claims, cross_cpu_spread, objectives, seed_groups
-from ..reports.attention import write_attention_figures
+from ..reports.claims import CLAIMS, SPREAD, ClaimsPage, Systems, build_claims, cross_cpu_spread, seed_groups
+from ..reports.attention import caption, write_attention_figures
+from ..reports.hoca_figures import CAPTIONS as HOCA_CAPTIONS
 from ..reports.figures import FIGURES, PLOTS, figure_index_lines, write_figures
 from ..reports.runs import tag_runs
 from ..reports.tables import STATUS_PAPERS, build_index, build_status, load_tables, summary_name
@@ -43,8 +44,8 @@ def claims(cfg, root: Path) -> ClaimsPage:
     benchmarks/results/spread.json."""
     papers = {paper: load_tables(list(cfg.paper(paper).tables)) for paper in PAPERS if cfg.paper(paper).tables}
     spread_md = SPREAD.with_suffix(".md").as_posix()  # its readable form, linked from reports/claims.md
-    return build_claims(papers, seed_groups(cfg), objectives(cfg), root / paths.METRICS,
-                        cross_cpu_spread(root / SPREAD), f"[{spread_md}](../{spread_md})")
+    return build_claims(papers, Systems.of(cfg), root / paths.METRICS, cross_cpu_spread(root / SPREAD),
+                        f"[{spread_md}](../{spread_md})")
 
 
 def figures(cfg, root: Path) -> list[str]:
@@ -58,8 +59,9 @@ def figures(cfg, root: Path) -> list[str]:
     attention = write_attention_figures(cfg, root, root / FIGURES, STATUS_PAPERS)
     drawn = {"hoca": [(label, root / path) for label, path in paths.HOCA_FIGURE_FILES.items()
                       if cfg.hoca_figures.full and (root / path).is_file()]}  # the stage hoca_figures draws them
+    captions = {**{path.name: caption(paper) for paper, path in attention.items()}, **HOCA_CAPTIONS}
     return figure_index_lines(written, root / paths.INDEX, STATUS_PAPERS, root / PLOTS, attention,
-                              {paper: files for paper, files in drawn.items() if files})
+                              {paper: files for paper, files in drawn.items() if files}, captions)
 
 
 def run(cfg, root: Path, args) -> None:
