@@ -17,7 +17,7 @@ from ..config import PAPERS, origin_root
 from ..io import write_text
 from ..reports.claims import CLAIMS, SPREAD, ClaimsPage, Systems, build_claims, cross_cpu_spread, seed_groups
 from ..reports.attention import caption, write_attention_figures
-from ..reports.hoca_figures import CAPTIONS as HOCA_CAPTIONS
+from ..reports.hoca_captions import CAPTIONS as HOCA_CAPTIONS
 from ..reports.figures import FIGURES, PLOTS, figure_index_lines, write_figures
 from ..reports.runs import tag_runs
 from ..reports.tables import STATUS_PAPERS, build_index, build_status, load_tables, summary_name
