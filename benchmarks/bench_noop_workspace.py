@@ -5,7 +5,7 @@ Run from an activated .venv after a whole `dvc repro` (a retrain's clone, say):
 which checks every stage's dependencies and outputs and runs none; the runs must say so ("Data and pipelines are up
 to date"), or the measurement stops. Writes `benchmarks/results/noop_workspace.{json,md}` with the machine and its
 calibration factor (benchmarks/calibration.py): seconds here and reference seconds. bench_noop.py measures the same
-check on fresh clones whose training outputs are placeholders, to compare two commits.
+check on fresh clones without the training outputs, to compare two commits.
 """
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ import statistics
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -22,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 import calibration as calib  # noqa: E402
 from crossmodal.io import write_json, write_text  # noqa: E402
-from crossmodal.machine import cpu_identity, describe  # noqa: E402
+from crossmodal.machine import describe  # noqa: E402
 
 LIMIT = 3.0  # reference seconds
 
@@ -42,12 +41,11 @@ def main() -> int:
         if proc.returncode or "Running stage" in proc.stdout:
             print(f"not a no-op: `dvc repro` in {args.repo} ran a stage or failed:\n{proc.stdout}{proc.stderr}")
             return 1
-    factor = calib.factor(calib.load())
-    median = statistics.median(seconds)
+    stamp = calib.stamp(calib.load())
+    factor, median = stamp["factor"], statistics.median(seconds)
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=args.repo, capture_output=True, text=True).stdout
-    report = {"machine": cpu_identity(), "factor": factor, "commit": commit.strip(), "runs": seconds,
-              "median_seconds": median, "reference_seconds": round(median / factor, 2), "limit": LIMIT,
-              "within_limit": median / factor <= LIMIT, "date": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    report = {**stamp, "commit": commit.strip(), "runs": seconds, "median_seconds": median,
+              "reference_seconds": round(median / factor, 2), "limit": LIMIT, "within_limit": median / factor <= LIMIT}
     write_json(args.out / "noop_workspace.json", report, indent=1)
     write_text(args.out / "noop_workspace.md", "\n".join([
         "# A no-op `dvc repro` in a built workspace", "",

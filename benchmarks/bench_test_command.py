@@ -14,7 +14,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -22,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 import calibration as calib  # noqa: E402
 from crossmodal.io import write_json, write_text  # noqa: E402
-from crossmodal.machine import cpu_identity, describe  # noqa: E402
+from crossmodal.machine import describe  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 LIMIT = 10.0  # reference minutes
@@ -48,13 +47,12 @@ def main() -> int:
     parser.add_argument("--repo", type=Path, default=Path(__file__).resolve().parents[1])
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
-    calibration = calib.load()
+    stamp = calib.stamp(calib.load())
     result = measure(args.repo.resolve())
     minutes = result["seconds"] / 60
-    reference = calib.reference_minutes(minutes, calibration)
-    report = {**result, "machine": cpu_identity(), "factor": calibration["factor"],
-              "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "minutes": round(minutes, 2),
-              "reference_minutes": round(reference, 2), "limit_reference_minutes": LIMIT,
+    reference = minutes / stamp["factor"]
+    report = {**result, **stamp, "minutes": round(minutes, 2), "reference_minutes": round(reference, 2),
+              "limit_reference_minutes": LIMIT,
               "within_limit": result["exit"] == 0 and reference <= LIMIT}
     write_json(args.out / "test_command.json", report, indent=1)
     write_text(args.out / "test_command.md", "\n".join([

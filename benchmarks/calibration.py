@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,3 +50,10 @@ def factor(calibration: dict, cpu: dict | None = None) -> float:
 def reference_minutes(minutes: float, calibration: dict, cpu: dict | None = None) -> float:
     """Minutes measured on `cpu` (default: this machine's) as minutes on the reference machine."""
     return minutes / factor(calibration, cpu)
+
+
+def stamp(calibration: dict) -> dict:
+    """What every timed result records beside its numbers: this machine's CPU, the calibration's factor for it (a
+    CalibrationError when the calibration was measured on another CPU) and the time of the measurement."""
+    return {"machine": cpu_identity(), "factor": factor(calibration),
+            "date": datetime.now(timezone.utc).isoformat(timespec="seconds")}

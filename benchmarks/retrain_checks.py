@@ -108,7 +108,7 @@ def changes(cfg, now: dict[str, dict], stale: dict[str, dict]) -> list[dict]:
 def markdown(r: dict) -> str:
     s, p = r["stops"], r["priors"]
     lines = ["# The retrain's checks (issue 62)", "",
-             f"Workspace {r['repo']} at {r['commit'][:7]}; stale set: {r['stale']}. Machine: {r['cpu']}. "
+             f"A built workspace at {r['commit'][:7]}; stale set: {r['stale']}. Machine: {r['cpu']}. "
              "Made by benchmarks/retrain_checks.py (its docstring defines each check).", "",
              f"## 1. Stopped by patience: {s['runs'] - len(s['not_by_patience'])} of {s['runs']} runs", ""]
     lines += [f"- not by patience: {', '.join(s['not_by_patience']) or 'none'}"]
@@ -144,7 +144,7 @@ def main() -> None:
     cfg = load(repo / "params.yaml")
     now, stale = _metrics(repo / "reports/metrics"), _stale_metrics(repo, args.stale)
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
-    report = {"repo": str(repo), "commit": commit, "stale": args.stale, "cpu": describe(cpu_identity()),
+    report = {"commit": commit, "stale": args.stale, "cpu": describe(cpu_identity()),
               "stops": stops(cfg, now), "scst": scst_pairs(cfg, now), "priors": answer_priors(repo, cfg, now),
               "changes": changes(cfg, now, stale)}
     write_json(args.out_dir / "retrain_checks.json", report, indent=1)

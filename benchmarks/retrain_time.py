@@ -104,6 +104,13 @@ def summarise(records: list[dict], calibration: dict, budget: float = BUDGET_MIN
             "budget_reference_minutes": budget, "within_budget": wall["reference_minutes"] <= budget}
 
 
+def shown(path: str) -> str:
+    """A log's path as a report names it: under the user's home as `~/...`, which reads the same on every machine
+    that keeps the log where the README's set-up puts it."""
+    home, resolved = Path.home(), Path(path).expanduser().resolve()
+    return f"~/{resolved.relative_to(home)}" if resolved.is_relative_to(home) else str(path)
+
+
 def report(summary: dict, logs: list[str]) -> str:
     s = summary
     lines = ["# Retrain time per paper", "",
@@ -143,9 +150,10 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, OSError, calib.CalibrationError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    write_json(args.out / "retrain.json", {**summary, "logs": args.log, "since": args.since}, indent=1)
-    write_text(args.out / "retrain.md", report(summary, args.log))
-    print(report(summary, args.log))
+    logs = [shown(p) for p in args.log]
+    write_json(args.out / "retrain.json", {**summary, "logs": logs, "since": args.since}, indent=1)
+    write_text(args.out / "retrain.md", report(summary, logs))
+    print(report(summary, logs))
     return 0
 
 
