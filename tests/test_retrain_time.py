@@ -123,3 +123,37 @@ def test_cpuinfo_identity():
                                    "family": "6", "model": "143", "stepping": "8",
                                    "flags": ["avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16"],
                                    "processors": 2}
+
+
+def test_replay_runs_stages_as_the_scheduler_does():
+    """a (10 s) then b (5 s); c (3 s) beside a; d (4 s) after b and c. Two slots: a and c start, c ends at 3 with
+    nothing ready (b waits for a), b runs 10-15, d 15-19. One slot: the sum. Order decides ties, as in `_schedule`."""
+    order = ["a", "c", "b", "d"]
+    waits = {"a": set(), "c": set(), "b": {"a"}, "d": {"b", "c"}}
+    seconds = {"a": 10.0, "b": 5.0, "c": 3.0, "d": 4.0}
+    assert retrain_time.replay(order, waits, seconds, jobs=2) == 19.0
+    assert retrain_time.replay(order, waits, seconds, jobs=1) == 22.0
+    assert retrain_time.replay(["a", "b", "c"], {"a": set(), "b": set(), "c": set()},
+                               {"a": 4.0, "b": 4.0, "c": 4.0}, jobs=2) == 8.0
+    with pytest.raises(ValueError, match="outside the plan"):
+        retrain_time.replay(["b"], {"b": {"a"}}, {"b": 1.0}, jobs=2)
+
+
+def test_first_command_counts_each_stage_of_the_pipeline_once_at_its_last_time(tmp_path):
+    """The first run's interrupted X-LAN SCST and ETA stages ran again in the second: their later times count, the
+    stopped attempts do not; only a run that finished (exit 0) is replayed against its wall time. The backbone (600 s) comes first, then the two trainings at once, then SCST."""
+    xlan, scst, eta = ("pipelines/xlan/dvc.yaml:train-xlan", "pipelines/xlan/dvc.yaml:train-xlan_scst",
+                       "pipelines/eta/dvc.yaml:train-eta")
+    order = ["pretrain_backbone", xlan, eta, scst]
+    waits = {"pretrain_backbone": set(), xlan: {"pretrain_backbone"}, eta: {"pretrain_backbone"}, scst: {xlan}}
+    records = retrain_time.read_logs([_write(tmp_path / "times.jsonl", RECORDS)])
+    first = retrain_time.first_command(records, order, waits, factor=0.8)
+    # 600, then xlan (1200) beside eta (1254): xlan ends at 1800, scst 1800-2700; eta ends at 1854
+    assert first["minutes"] == 45.0 and first["reference_minutes"] == 56.25
+    assert first["stage_minutes"] == round((600 + 1200 + 900 + 1254) / 60, 2)
+    assert list(first["papers"]) == ["xlan", "eta", "shared"]
+    assert first["replay_check"] == [{"run": SECOND, "stages": 3, "measured_minutes": round(1300 / 60, 2),
+                                      "replayed_minutes": 21.0}]  # the backbone's check (6 s), then ETA
+    with pytest.raises(ValueError, match="never ran"):
+        retrain_time.first_command(records, order + ["tables"], {**waits, "tables": set()}, factor=0.8)
+

@@ -53,10 +53,11 @@ LOGS = Path(".dvc") / "tmp" / "repro"  # under the repository's root
 TAIL = 30  # lines of a failed stage's log shown
 
 
-def plan(targets: list[str]) -> tuple[list[str], dict[str, set[str]]]:
+def plan(targets: list[str], every: bool = False) -> tuple[list[str], dict[str, set[str]]]:
     """The stages `dvc repro <targets>` would run, in its order, and the ones among them each waits for.
 
-    A stage runs when DVC finds it changed (its command, deps or outs) or when a stage it depends on runs. Its
+    A stage runs when DVC finds it changed (its command, deps or outs) or when a stage it depends on runs; with
+    `every`, every stage counts as changed (a fresh clone's first run: benchmarks/retrain_time.py replays it). Its
     address is the one `dvc repro` takes (`pipelines/<paper>/dvc.yaml:<name>`, or `<name>` at the root)."""
     from dvc.repo import Repo
     from dvc.repo.reproduce import collect_stages, get_active_graph, plan_repro
@@ -67,7 +68,7 @@ def plan(targets: list[str]) -> tuple[list[str], dict[str, set[str]]]:
         runs: dict = {}
         for stage in stages:  # dependencies first
             upstream = [d for d in graph.successors(stage) if d in runs]
-            if upstream or stage.changed():
+            if every or upstream or stage.changed():
                 runs[stage] = upstream
         return ([s.addressing for s in runs],
                 {s.addressing: {d.addressing for d in upstream} for s, upstream in runs.items()})
