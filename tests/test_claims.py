@@ -13,12 +13,12 @@ import yaml
 from scipy import stats
 
 from crossmodal.config import Config, build
-from crossmodal.io import InputError
+from crossmodal.io import InputError, write_json
 from crossmodal.reports.claims import (HOLDS, PENDING, RECIPE, REVERSED, SAMPLED_SCST, SEEDS, UNCLEAR, UNTESTABLE,
                                        WORLD, ClaimResult, ClaimsPage, Systems, against_spread, build_claims,
                                        cross_cpu_spread, judge, pooled_spread, seed_groups, welch, worlds)
 from crossmodal.reports.power import mde, runs_to_decide
-from crossmodal.reports.tables import PAPER_TABLES, load_table, load_tables
+from crossmodal.reports.tables import PAPER_TABLES, PaperTable, load_table, load_tables
 
 BASE = {"model": "updown", "vocabulary": "min5", "train": {"max_epochs": 4}}
 SPREAD = 9.5  # a pooled seed spread (CIDEr-D points) for the constructed single-run cases
@@ -374,6 +374,100 @@ def test_a_claim_the_world_cannot_test_on_systems_not_trained_yet_is_listed_apar
     assert page.results["t"]["s_over_a"].verdict is None
     row = _page_rows(page.markdown.split("## Claims these worlds cannot test", 1)[1])["s > a"]
     assert "pending" in row and any("Nothing to act on." in cell for cell in row)
+
+
+# ---------------------------------------------------------------- the page as data (reports/claims.json)
+
+
+def _no_constant(name: str):
+    raise AssertionError(f"reports/claims.json holds {name}, which JSON does not have")
+
+
+def _page_cells(markdown: str) -> dict[str, tuple[list[str], str]]:
+    """{"better > worse": (the row's cells, the cell that says which of ours came out ahead)}, main tables and the
+    claims listed apart alike."""
+    return {key: (cells, next(c for c in cells if " ahead by " in c or " tied" in c or c == PENDING))
+            for key, cells in _page_rows(markdown).items()}
+
+
+def _world_claims_table(tmp_path: Path) -> PaperTable:
+    """A table of _worlds_config's systems: b over a and its converse, v over w (a world without seeds) and w over v,
+    which the world cannot test."""
+    untestable = {"reason": "Nothing to act on.",
+                  "link": "docs/synthetic-worlds.md#semantic-attributes-eta-transformer"}
+    table = _table([CLAIM, {**CLAIM, "id": "a_over_b", "better": "a", "worse": "b"},
+                    {**CLAIM, "id": "v_over_w", "better": "v", "worse": "w"},
+                    {**CLAIM, "id": "w_over_v", "better": "w", "worse": "v", "untestable": untestable}])
+    table["sections"][0]["rows"][1]["variant"] = {"xe": "b"}
+    table["sections"][0]["rows"] += [{"label": "V", "values": {"xe:CIDEr": 90.0, "scst:CIDEr": None},
+                                      "variant": {"xe": "v"}},
+                                     {"label": "W", "values": {"xe:CIDEr": 80.25, "scst:CIDEr": None},
+                                      "variant": {"xe": "w"}}]
+    path = tmp_path / "t.yaml"
+    path.write_text(yaml.safe_dump(table, sort_keys=False))
+    return load_table(path)
+
+
+def test_the_json_and_the_page_agree_claim_by_claim_and_the_counts_add_up(tmp_path):
+    table, cfg = _world_claims_table(tmp_path), _worlds_config()
+    metrics = _metrics(tmp_path, {"a": 180.0, "a_seed1": 182.0, "a_seed2": 178.0, "b": 200.0, "b_seed1": 197.0,
+                                  "v": 100.0, "w": 10.0})
+    page = _build([table], cfg, metrics, cpu_spread=25.0)
+    write_json(tmp_path / "claims.json", page.data)  # as the index stage writes it
+    data = json.loads((tmp_path / "claims.json").read_text(), parse_constant=_no_constant)
+    claims, cells = data["claims"], _page_cells(page.markdown)
+    assert [(c["table"], c["id"]) for c in claims] == [(t, c) for t, r in page.results.items() for c in r]
+    assert [c["verdict"] for c in claims] == [HOLDS, REVERSED, UNCLEAR, UNTESTABLE]
+    for claim in claims:
+        better, worse = claim["better"], claim["worse"]
+        row, ahead = cells[f"{better['system']} > {worse['system']}"]
+        lead = (claim["ahead"], 1) if claim["ahead"] == better["system"] else (claim["ahead"], -1)
+        shown = f"`{lead[0]}` ahead by {lead[1] * claim['diff']:+.1f}".replace("-", "−")
+        if None not in claim["ci"]:
+            low, high = sorted(lead[1] * x for x in claim["ci"])
+            shown += f" [{low:+.1f}, {high:+.1f}]".replace("-", "−")
+        assert shown in ahead, (claim["id"], ahead)
+        if claim["verdict"] != UNTESTABLE:
+            verdict = claim["verdict"] + (f" ({claim['reason']['kind']})" if claim["reason"] else "")
+            d = "n/a" if claim["cohens_d"] is None else f"{claim['cohens_d']:.2f}".replace("-", "−")
+            assert ahead.startswith(f"**{verdict}**") and row[5] == d
+        paper = claim["paper_values"]  # as printed: 80.25 keeps its decimals, the gap is rounded to them
+        assert row[-5] == f"{paper['better']} vs {paper['worse']} ({paper['gap']:+})".replace("-", "−")
+        for side, cell in ((better, row[-4]), (worse, row[-3])):
+            assert (cell == f"`{side['system']}` {side['mean']:.1f} ({side['n']} run)" if side["n"] == 1 else
+                    cell == f"`{side['system']}` {side['mean']:.1f} ± {side['sd']:.1f} ({side['n']})")
+            assert len(side["values"]) == side["n"] and side["mean"] == pytest.approx(np.mean(side["values"]))
+    b_over_a, _, v_over_w, w_over_v = claims
+    assert (b_over_a["test"], b_over_a["ahead"], b_over_a["notes"]) == ("welch", "b", ["cpu"])
+    assert b_over_a["better"]["values"] == pytest.approx([200.0, 197.0]) and b_over_a["diff"] == pytest.approx(18.5)
+    assert b_over_a["paper_values"] == {"better": 115.5, "worse": 110.0, "gap": 5.5}
+    assert v_over_w["ci"] == [None, None] and v_over_w["cohens_d"] is None  # no spread: no interval, no d
+    assert v_over_w["reason"] == {"kind": SEEDS, "why": "no seeds in this world", "link": None, "mde": None,
+                                  "runs_needed": None}
+    assert v_over_w["paper_values"]["gap"] == 9.75 and v_over_w["world"] == "msvd"
+    assert w_over_v["reason"]["kind"] == WORLD and w_over_v["reason"]["why"] == "Nothing to act on."
+    assert [(s["world"], s["std"] is None, s["groups"]) for s in data["spreads"]] == [
+        ("images", False, ["a", "b"]), ("msvd", True, [])]
+    counts = data["counts"]
+    assert sum(counts.values()) == len(claims) and counts == {HOLDS: 1, REVERSED: 1, UNCLEAR: 1, UNTESTABLE: 1,
+                                                               PENDING: 0}
+    assert sum(data["undecided_by_reason"].values()) == counts[UNCLEAR]
+    assert (counts[HOLDS], counts[UNTESTABLE], data["undecided_by_reason"][SEEDS]) == (
+        page.counts[HOLDS], page.counts[WORLD], page.counts[SEEDS])
+
+
+def test_a_pending_claim_is_data_without_a_verdict_and_an_undecided_one_carries_its_numbers(tmp_path):
+    table = _load(tmp_path, [CLAIM])
+    pending = _build([table], _config(), _metrics(tmp_path / "pending", {"a": 180.0})).data["claims"][0]
+    assert (pending["verdict"], pending["diff"], pending["ci"], pending["test"], pending["ahead"]) == (
+        PENDING, None, None, None, None)
+    assert pending["better"] == {"system": "b", "values": [], "mean": None, "sd": None, "n": 0}
+    page = _build([table], _config(), _metrics(tmp_path, {"a": 180.0, "a_seed1": 195.0, "a_seed2": 170.0,
+                                                          "b": 186.0}))
+    result, (claim,) = page.results["t"]["b_over_a"], json.loads(json.dumps(page.data, allow_nan=False))["claims"]
+    assert claim["reason"] == {"kind": SEEDS, "why": None, "link": None, "mde": pytest.approx(result.mde),
+                               "runs_needed": result.runs_needed}
+    assert claim["ci"] == pytest.approx([result.verdict.low, result.verdict.high]) and claim["test"] == "pooled"
 
 
 def _anchors(markdown: str) -> set[str]:

@@ -152,7 +152,7 @@ def spine_stages(cfg: Config) -> dict:
         [world, raw / "karpathy", paths.CAPTIONS / "references", *stage_code("reference_points")], [],
         [paths.METRICS / "reference_points.json"])
     from .reports.attention import MECHANISMS, reads
-    from .reports.claims import CLAIMS, SPREAD
+    from .reports.claims import CLAIMS, CLAIMS_JSON, SPREAD
     from .reports.figures import FIGURES, PLOTS
     from .reports.tables import summary_name, table_file
 
@@ -170,7 +170,9 @@ def spine_stages(cfg: Config) -> dict:
          *_dedupe([str(f) for files in drawn.values() for f in files.files]),
          *(paths.HOCA_FIGURE_FILES.values() if hoca_figures_drawn(cfg) else []),
          *stage_code("index", *_dedupe([f"models.{cfg.model_of(s).model}" for s in drawn_systems]))],
-        [{str(paths.INDEX): {"cache": False}}, {str(CLAIMS): {"cache": False}},
+        # claims.json as an out like claims.md, not a metric: the stage is not run-cached anyway (its Markdown pages),
+        # and its per-claim lists are data to read, not numbers for `dvc metrics show` to compare
+        [{str(paths.INDEX): {"cache": False}}, {str(CLAIMS): {"cache": False}}, {str(CLAIMS_JSON): {"cache": False}},
          {str(FIGURES): {"cache": False}}, {str(PLOTS): {"cache": False}}])
     return stages
 

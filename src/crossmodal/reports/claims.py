@@ -23,6 +23,8 @@ scale (x100 for CIDEr-D).
    of the claims that can hold.
 4. A decided verdict whose difference is smaller than the cross-CPU spread (`cross_cpu_spread`: how far Up-Down's
    test CIDEr-D moves across CPUs and kernel paths) says so.
+5. The same results as data: `ClaimsPage.data`, written to `reports/claims.json` beside the page, is built in the
+   same pass from the same results and rows (`_entry`), so the two cannot disagree.
 """
 from __future__ import annotations
 
@@ -43,6 +45,7 @@ CONFIDENCE = 0.95
 # Paths here, not in paths.py: every training stage's code closure holds paths.py, and a page of the index must not
 # rerun them.
 CLAIMS = Path("reports/claims.md")  # this page, linked first from reports/index.md
+CLAIMS_JSON = CLAIMS.with_suffix(".json")  # the same results as data (ClaimsPage.data)
 SPREAD = Path("benchmarks/results/spread.json")  # how results move across CPUs and kernel paths (bench_spread.py)
 SELECTION = "benchmarks/results/selection.md"  # what part of a run's seed spread the epoch's selection makes
 HOLDS, REVERSED, UNCLEAR, UNTESTABLE = "holds", "reversed", "undecided", "untestable"
@@ -143,12 +146,17 @@ class Verdict:
     n_better: int
     n_worse: int
 
+    def leader(self, better: str, worse: str) -> str | None:
+        """Which of ours came out ahead (`better`, `worse`: the two systems as the paper ranks them); None when tied."""
+        return None if self.diff == 0 else better if self.diff > 0 else worse
+
     def ahead(self, better: str, worse: str) -> str:
         """Which of ours came out ahead and by how much, with the interval of that lead, e.g. "`b` ahead by +6.5
         [+3.8, +9.3]" (`better`, `worse`: the two systems as the paper ranks them)."""
-        if self.diff == 0:
+        name = self.leader(better, worse)
+        if name is None:
             return f"{better} and {worse} tied"
-        name, sign = (better, 1) if self.diff > 0 else (worse, -1)
+        sign = 1 if self.diff > 0 else -1
         low, high = sorted((sign * self.low, sign * self.high))
         interval = "" if math.isinf(low) or math.isinf(high) else f" [{_signed(low)}, {_signed(high)}]"
         return f"{name} ahead by {_signed(sign * self.diff)}{interval}"
@@ -234,7 +242,8 @@ class ClaimResult:
     undecided or untestable one (SEEDS, RECIPE or WORLD; None otherwise), in a sentence (`why`) with the link to its
     evidence where it has one; the claim's world; the test (None while pending); and for reason SEEDS the minimum
     detectable effect at its n (None: no spread in this world) and the runs a side that would decide the paper's gap
-    (None: no spread, no gap, or more than power.N_CAP)."""
+    (None: no spread, no gap, or more than power.N_CAP); and the values it was judged on, of the paper's better
+    and worse system's seed groups (empty while a side is pending)."""
     outcome: str
     reason: str | None
     world: str
@@ -243,6 +252,8 @@ class ClaimResult:
     runs_needed: int | None = None
     why: str | None = None
     link: str | None = None
+    better_values: tuple[float, ...] = ()
+    worse_values: tuple[float, ...] = ()
 
     @property
     def category(self) -> str:
@@ -266,9 +277,12 @@ def _join(parts: list[str]) -> str:
 
 @dataclass(frozen=True)
 class ClaimsPage:
-    """The page's Markdown and every claim's result ({table id: {claim id: ClaimResult}}, in the page's order)."""
+    """The page's Markdown, every claim's result ({table id: {claim id: ClaimResult}}, in the page's order) and the
+    same results as JSON-ready data (reports/claims.json: `build_claims` fills it from the objects it renders; numbers
+    as numbers, None for what is not finite)."""
     markdown: str
     results: dict[str, dict[str, ClaimResult]]
+    data: dict = dataclasses.field(default_factory=dict)
 
     def _found(self, table_ids: Sequence[str] | None = None) -> list[str]:
         return [r.category for t in (self.results if table_ids is None else table_ids)
@@ -362,9 +376,14 @@ class _Seeds:
                    for epoch in self.results.metrics(run).get("history") or [] if isinstance(epoch, dict))
 
     def judge(self, claim: Claim, split: str) -> ClaimResult:
-        """1-3 of the module's docstring for one claim, ours on `split`."""
+        """1-3 of the module's docstring for one claim, ours on `split`, with the values it was judged on."""
         better = self.values(claim.better, claim.metric, claim.scale, split)
         worse = self.values(claim.worse, claim.metric, claim.scale, split)
+        result = self._judge(claim, better, worse, split)
+        return dataclasses.replace(result, better_values=tuple(better), worse_values=tuple(worse))
+
+    def _judge(self, claim: Claim, better: list[float], worse: list[float], split: str) -> ClaimResult:
+        """The result of `judge` without its values: `better` and `worse` are the two sides' values on `split`."""
         world, other = self.systems.world.get(claim.better, ""), self.systems.world.get(claim.worse, "")
         world = world if world == other else f"{world} / {other}"  # two worlds: no spread judges them
         spread = self.spread(world, claim.metric, claim.scale, split)
@@ -432,9 +451,8 @@ def _verdict_cell(claim: Claim, result: ClaimResult, marks: str) -> str:
 def _claim_row(claim: Claim, seeds: _Seeds, result: ClaimResult, cpu_spread: float | None,
                split: str = "test") -> tuple[list[str], list[str]]:
     """The table row of one claim (the two systems as the paper ranks them) and the footnote marks it carries; ours
-    on `split`."""
-    better = seeds.values(claim.better, claim.metric, claim.scale, split)
-    worse = seeds.values(claim.worse, claim.metric, claim.scale, split)
+    on `split`, the values the result was judged on."""
+    better, worse = list(result.better_values), list(result.worse_values)
     metric = "" if claim.metric == "CIDEr" else f" ({METRIC_NAMES.get(claim.metric, claim.metric)}"
     metric += "" if split == "test" else (", " if metric else " (") + f"on {split}"
     cells = [claim.text + metric + (")" if metric else ""), _paper(claim), _ours(claim.better, better),
@@ -485,14 +503,15 @@ def build_claims(papers: dict[str, list[PaperTable]], systems: Systems, metrics_
     compared; `cpu_source` names where it was measured)."""
     seeds = _Seeds(systems, metrics_dir)
     results: dict[str, dict[str, ClaimResult]] = {}
-    sections, apart, used = [], [], set()
-    for tables in papers.values():
+    sections, apart, used, entries = [], [], set(), []
+    for paper, tables in papers.items():
         rows, sources = [], []
         for table in tables:
             split = table.split(read_json(metrics_dir / table.data_profile) if table.real_split else None)
             for claim in table.claims:
                 result = results.setdefault(table.id, {})[claim.id] = seeds.judge(claim, split)
                 cells, marks = _claim_row(claim, seeds, result, cpu_spread, split)
+                entries.append(_entry(paper, table, claim, split, result, marks))
                 used.update(marks)
                 (apart if result.outcome == UNTESTABLE else rows).append(_md_row(
                     [tables[0].paper, *cells] if result.outcome == UNTESTABLE else cells))
@@ -512,9 +531,10 @@ def build_claims(papers: dict[str, list[PaperTable]], systems: Systems, metrics_
         lines += [_profile_line(read_json(profile_path), profile_path, first.dataset), ""]
     if (environment := seeds.results.environment_line()) is not None:
         lines += [environment, ""]
-    lines += [*_wrap(_method(papers, seeds, cpu_spread, cpu_source), ""), "", *sections]
+    spreads = _world_spreads(papers, seeds)
+    lines += [*_wrap(_method(spreads, cpu_spread, cpu_source), ""), "", *sections]
     lines += _notes(used, cpu_spread, cpu_source)
-    return ClaimsPage("\n".join(lines).rstrip("\n") + "\n", results)
+    return ClaimsPage("\n".join(lines).rstrip("\n") + "\n", results, _data(entries, results, spreads, cpu_spread))
 
 
 def _notes(used: set[str], cpu_spread: float | None, cpu_source: str) -> list[str]:
@@ -528,14 +548,22 @@ def _notes(used: set[str], cpu_spread: float | None, cpu_source: str) -> list[st
     return [line for mark, note in notes.items() if mark in used for line in [*_wrap(f"{mark}: {note}", "    "), ""]]
 
 
-def _method(papers: dict[str, list[PaperTable]], seeds: _Seeds, cpu_spread: float | None, cpu_source: str) -> str:
-    """The paragraph that states the test once, with the spread of each world and metric the claims use."""
+def _world_spreads(papers: dict[str, list[PaperTable]], seeds: _Seeds) -> list[tuple[str, str, float, Spread | None]]:
+    """(world, metric, scale, its spread or None) for each world and metric the claims use (a claim's world taken as
+    its better system's), in the order the claims first use them: what the page's method paragraph states and
+    reports/claims.json lists."""
     used = dict.fromkeys((seeds.systems.world.get(c.better, ""), c.metric, c.scale)
                          for tables in papers.values() for t in tables for c in t.claims)
+    return [(world, metric, scale, seeds.spread(world, metric, scale)) for world, metric, scale in used]
+
+
+def _method(world_spreads: list[tuple[str, str, float, Spread | None]], cpu_spread: float | None,
+            cpu_source: str) -> str:
+    """The paragraph that states the test once, with the spread of each world and metric the claims use
+    (`_world_spreads`)."""
     spreads = []
-    for world, metric, scale in used:
-        spread, name = seeds.spread(world, metric, scale), METRIC_NAMES.get(metric, metric)
-        label = f"{WORLD_NAMES.get(world, world)}, {name}"
+    for world, metric, _, spread in world_spreads:
+        label = f"{WORLD_NAMES.get(world, world)}, {METRIC_NAMES.get(metric, metric)}"
         spreads.append(f"{label} {spread.std:.1f} points ({spread.df} degrees of freedom, from the seeds of "
                        f"{', '.join(f'`{g}`' for g in spread.groups)})" if spread
                        else f"{label}: no seeds in this world")
@@ -561,3 +589,65 @@ def _method(papers: dict[str, list[PaperTable]], seeds: _Seeds, cpu_spread: floa
         text += (f" A decided verdict whose Δ is smaller than the cross-CPU spread ({cpu_spread:.1f} CIDEr-D points"
                  f"{f', {cpu_source}' if cpu_source else ''}) says so.")
     return text
+
+
+# ---------------------------------------------------------------- the data (reports/claims.json)
+
+
+def _number(value: float | None) -> float | None:
+    """A JSON number: a float, or None for what is missing or not finite (JSON has no NaN or infinity)."""
+    return None if value is None or not math.isfinite(value) else float(value)
+
+
+def _side(name: str, values: Sequence[float]) -> dict:
+    """One side of a claim as data: our system, the values of its seed group, their mean, their standard deviation
+    (n - 1, as the page prints it; None under 2 values) and n."""
+    return {"system": name, "values": [float(v) for v in values],
+            "mean": _number(float(np.mean(values))) if len(values) else None,
+            "sd": _number(float(np.std(values, ddof=1))) if len(values) >= 2 else None, "n": len(values)}
+
+
+def _entry(paper: str, table: PaperTable, claim: Claim, split: str, result: ClaimResult, marks: list[str]) -> dict:
+    """One claim as data, from the result and the footnote marks its row on the page was rendered from: `ci` is the
+    CONFIDENCE interval of `diff` (better - worse; null ends where no spread bounds it), `test` "welch" or "pooled"
+    (a t interval from the world's spread), `ahead` the system of ours that came out ahead (null when tied or
+    pending), `reason` the kind (seeds, recipe, world) and evidence of an undecided or untestable verdict, `notes`
+    the page's footnotes on the row (pooled, cpu, recipe)."""
+    verdict = result.verdict
+    decimals = max(1, _decimals_of(claim.paper_better), _decimals_of(claim.paper_worse))
+    reason = None if result.reason is None else {
+        "kind": result.reason, "why": result.why, "link": result.link, "mde": _number(result.mde),
+        "runs_needed": result.runs_needed}
+    return {
+        "paper": paper, "paper_title": table.paper, "table": table.id, "source_table": table.source_table,
+        "id": claim.id, "text": claim.text, "quote": claim.quote, "where": claim.where,
+        "metric": claim.metric, "metric_name": METRIC_NAMES.get(claim.metric, claim.metric),
+        "scale": float(claim.scale), "split": split, "world": result.world,
+        "paper_values": {"better": float(claim.paper_better), "worse": float(claim.paper_worse),
+                         "gap": round(claim.paper_better - claim.paper_worse, decimals)},
+        "better": _side(claim.better, result.better_values), "worse": _side(claim.worse, result.worse_values),
+        "diff": None if verdict is None else _number(verdict.diff),
+        "ci": None if verdict is None else [_number(verdict.low), _number(verdict.high)],
+        "cohens_d": None if verdict is None else _number(verdict.d),
+        "test": None if verdict is None else verdict.test,
+        "verdict": result.outcome, "reason": reason,
+        "ahead": None if verdict is None else verdict.leader(claim.better, claim.worse),
+        "notes": [mark.strip("[^]") for mark in marks]}
+
+
+def _data(entries: list[dict], results: dict[str, dict[str, ClaimResult]],
+          world_spreads: list[tuple[str, str, float, Spread | None]], cpu_spread: float | None) -> dict:
+    """reports/claims.json: the test's settings, the counts by verdict (and of the undecided by reason), the spread
+    of each world and metric the page states, and the claims (`_entry`) in the page's order."""
+    outcomes = [r.outcome for claims in results.values() for r in claims.values()]
+    reasons = [r.reason for claims in results.values() for r in claims.values() if r.outcome == UNCLEAR]
+    spreads = [{"world": world, "world_name": WORLD_NAMES.get(world, world), "metric": metric,
+                "metric_name": METRIC_NAMES.get(metric, metric), "scale": float(scale),
+                "std": None if spread is None else _number(spread.std), "df": None if spread is None else spread.df,
+                "groups": [] if spread is None else list(spread.groups)}
+               for world, metric, scale, spread in world_spreads]
+    return {"page": CLAIMS.as_posix(), "confidence": CONFIDENCE, "power": POWER, "runs_cap": N_CAP,
+            "cross_cpu_spread": _number(cpu_spread),
+            "counts": {outcome: outcomes.count(outcome) for outcome in (HOLDS, REVERSED, UNCLEAR, UNTESTABLE, PENDING)},
+            "undecided_by_reason": {reason: reasons.count(reason) for reason in (SEEDS, RECIPE)},
+            "spreads": spreads, "claims": entries}

@@ -1,21 +1,23 @@
-"""Stage `index`: reports/claims.md, the papers' claims tested over seeds (reports/claims.py), and reports/index.md,
-which links it first, then the status of the papers (the README shows the same table), every paper's built tables
-with their sources, row counts and claims that hold, the figures (reports/figures/: training curves, with the
-`dvc plots` data in reports/plots/, and per paper its decoder's attention on a test image), and every trained system
-and ensemble with its test scores; then it tags each system's MLflow run with its paper, table rows and seed. It
-depends on all of them (and on what the attention figures read: the systems' model files, the example image, the
-region features), so `dvc repro` at the root rebuilds every stage of every paper. It keeps the curve PNGs it
-drew in data/cache/figures/ and reads the unchanged ones from there next time (reports/figures.py): after one
-system retrains, it draws that system's curves and its paper's overview only. A queued experiment's copy reads and
-adds to its repository's cache (config.origin_root), which the repository's own index prunes."""
+"""Stage `index`: reports/claims.md, the papers' claims tested over seeds (reports/claims.py), with the same results as
+data in reports/claims.json, and reports/index.md, which links it first, then the status of the papers (the README
+shows the same table), every paper's built tables with their sources, row counts and claims that hold, the figures
+(reports/figures/: training curves, with the `dvc plots` data in reports/plots/, and per paper its decoder's
+attention on a test image), and every trained system and ensemble with its test scores; then it tags each system's
+MLflow run with its paper, table rows and seed. It depends on all of them (and on what the attention figures read:
+the systems' model files, the example image, the region features), so `dvc repro` at the root rebuilds every stage
+of every paper. It keeps the curve PNGs it drew in data/cache/figures/ and reads the unchanged ones from there next
+time (reports/figures.py): after one system retrains, it draws that system's curves and its paper's overview only. A
+queued experiment's copy reads and adds to its repository's cache (config.origin_root), which the repository's own
+index prunes."""
 from __future__ import annotations
 
 from pathlib import Path
 
 from .. import paths
 from ..config import PAPERS, origin_root
-from ..io import write_text
-from ..reports.claims import CLAIMS, SPREAD, ClaimsPage, Systems, build_claims, cross_cpu_spread, seed_groups
+from ..io import write_json, write_text
+from ..reports.claims import (CLAIMS, CLAIMS_JSON, SPREAD, ClaimsPage, Systems, build_claims, cross_cpu_spread,
+                               seed_groups)
 from ..reports.attention import caption, write_attention_figures
 from ..reports.hoca_captions import CAPTIONS as HOCA_CAPTIONS
 from ..reports.figures import FIGURES, PLOTS, figure_index_lines, write_figures
@@ -68,6 +70,7 @@ def run(cfg, root: Path, args) -> None:
     systems = {name: cfg.paper_of(name) for name in [*cfg.systems(), *cfg.ensembles()]}
     page = claims(cfg, root)
     write_text(root / CLAIMS, page.markdown)
+    write_json(root / CLAIMS_JSON, page.data)
     build_index(list(summaries(cfg, root).values()), root / paths.TABLES, root / paths.INDEX, root / paths.METRICS,
                 systems, status(cfg, root, page), (root / CLAIMS, page), figures(cfg, root))
     tag_runs(cfg, root)  # MLflow's runs by paper, table rows and seed (reports/runs.py)
