@@ -45,3 +45,5 @@ fi
 # The DVC cache outside the clone, where the user has chosen none (scripts/machine_cache.sh): a fresh clone then
 # restores the stages a stopped one finished.
 bash scripts/machine_cache.sh
+# DVC's lock file in memory (scripts/dvc_lock_in_memory.sh): a no-op `dvc repro` otherwise waits on the disk.
+bash scripts/dvc_lock_in_memory.sh
