@@ -6,20 +6,23 @@ report sums every run in the logs given (`--since` drops the runs that started b
 an earlier retrain). Per pipeline (`pipelines/<name>/dvc.yaml:<stage>` is paper `<name>`; a root stage is
 "shared": worlds, backbone, features, captions, tables) it gives the stages' minutes and their share of the total
 stage time. Two stages run at once, so the stage time adds up to more than the scheduler runs' wall time, which
-is what a user waits; the budget, 120 reference minutes, is checked against the wall time.
+is what a user waits. Time spent in stages that were interrupted or failed is counted (it was spent) and shown
+apart: it is the price of the stops.
 
-A retrain's runs may also have spent time on stages that a later commit dropped or changed. `--workspace` names a
-built workspace of the commit whose first command counts: each of its stages once, at its last logged time,
-replayed in the scheduler's order on its slots (`replay`), gives the README's first command from a fresh clone, and
-the budget is checked against that. Each logged run whose stages are all in that pipeline is replayed too, beside
-its measured wall time, so the replay's error is on the page. Time spent in stages
-that were interrupted or failed is counted (it was spent) and shown apart: it is the price of the stops.
+The budget, 120 reference minutes, is for the README's first command from a fresh clone. A retrain's runs may have
+spent time on stages that a later commit dropped or changed, so `--workspace` names a checkout of the commit whose
+first command counts (its stage files; no data is read): each of its stages once, at its last logged time, replayed
+in the scheduler's order on its slots (`replay`), gives that command's time, and the budget is checked against it
+(without `--workspace`: against the runs' summed wall time). Each logged run is replayed too, on its own commit's
+graph (`--earlier` names the checkouts of commits that earlier runs ran), beside its measured wall time, so the
+replay's error is on the page.
 
 Minutes become reference minutes with the calibration of the CPU that ran the retrain (calibration.py): a log
 whose lines name another CPU than the calibration's is refused, as is a log that mixes CPUs.
 
 Run on demand: `python benchmarks/retrain_time.py --log .dvc/tmp/repro/times.jsonl [--log ...] [--since ISO]
-[--calibration benchmarks/results/calibration.json] [--workspace DIR]`. Writes `benchmarks/results/retrain.{json,md}`.
+[--calibration benchmarks/results/calibration.json] [--workspace DIR [--earlier DIR ...]]`. Writes
+`benchmarks/results/retrain.{json,md}`.
 """
 from __future__ import annotations
 
@@ -127,11 +130,13 @@ def replay(order: list[str], waits_for: dict[str, set[str]], seconds: dict[str, 
     return clock
 
 
-def first_command(records: list[dict], order: list[str], waits_for: dict[str, set[str]], factor: float) -> dict:
+def first_command(records: list[dict], order: list[str], waits_for: dict[str, set[str]], factor: float,
+                  earlier: list[tuple[list[str], dict[str, set[str]]]] = ()) -> dict:
     """The README's first command from a fresh clone, every stage of the pipeline as it stands run once: each
     stage's last logged time ("ran"), replayed as the scheduler runs them, and its minutes per paper. A stage the
     logs never saw run is an error. `replay_check` replays each logged run that finished, from its own stages'
-    times, against its measured wall time: how far the replay is from the scheduler."""
+    times, against its measured wall time: how far the replay is from the scheduler. A run is replayed on the first
+    graph that holds all its stages: this pipeline's, then the `earlier` commits' (order, waits_for)."""
     jobs = max(r["jobs"] for r in records)
     last = {r["stage"]: r["seconds"] for r in sorted(records, key=lambda r: r["start"])
             if r["kind"] == "stage" and r["status"] == "ran"}
@@ -145,9 +150,10 @@ def first_command(records: list[dict], order: list[str], waits_for: dict[str, se
     checks = []
     for run in (r for r in records if r["kind"] == "run" and r["exit"] == 0):
         own = {r["stage"]: r["seconds"] for r in records if r["kind"] == "stage" and r["run"] == run["run"]}
-        if own and set(own) <= set(order):
-            runs_order = [a for a in order if a in own]
-            replayed = replay(runs_order, {a: waits_for[a] & set(own) for a in runs_order}, own, run["jobs"])
+        graph = next(((o, w) for o, w in [(order, waits_for), *earlier] if own and set(own) <= set(o)), None)
+        if graph:
+            runs_order = [a for a in graph[0] if a in own]
+            replayed = replay(runs_order, {a: graph[1][a] & set(own) for a in runs_order}, own, run["jobs"])
             checks.append({"run": run["run"], "stages": len(own), "measured_minutes": round(run["seconds"] / 60, 2),
                            "replayed_minutes": round(replayed / 60, 2)})
     seconds = replay(order, waits_for, last, jobs)
@@ -158,6 +164,23 @@ def first_command(records: list[dict], order: list[str], waits_for: dict[str, se
                               "share": round(s / total, 4)}
                        for name, s in sorted(by_paper.items(), key=lambda item: -item[1])},
             "replay_check": checks}
+
+
+def setup_minutes(path: Path, cpu: dict, factor: float) -> dict:
+    """The set-up's minutes from a fresh clone (`setup_seconds` of bench_test_command.py's results), measured on the
+    retrain's CPU; an error when the file lacks it or names another CPU."""
+    measured = json.loads(Path(path).read_text())
+    if "setup_seconds" not in measured:
+        raise ValueError(f"{path} has no setup_seconds: run benchmarks/bench_test_command.py --setup")
+    if any(measured["machine"].get(k) != cpu.get(k) for k in IDENTITY):
+        raise ValueError(f"{path} was measured on {describe(measured['machine'])}, not on {describe(cpu)}")
+    minutes = measured["setup_seconds"] / 60
+    return {"minutes": round(minutes, 2), "reference_minutes": round(minutes / factor, 2)}
+
+
+def _total(first: dict) -> dict:
+    """The first command's minutes: its set-up and its stages."""
+    return {key: round(first[key] + first["setup"][key], 2) for key in ("minutes", "reference_minutes")}
 
 
 def _graph(workspace: Path) -> tuple[list[str], dict[str, set[str]]]:
@@ -203,15 +226,17 @@ def report(summary: dict, logs: list[str]) -> str:
               ]
     first = s.get("first_command")
     if first:
+        total = _total(first)
         lines += ["", "## The first command from a fresh clone", "",
-                  f"Each of the pipeline's {first['stages']} stages once, its last logged time, replayed as the "
-                  f"scheduler runs them ({first['jobs']} at a time): **{first['reference_minutes']:.1f} reference "
-                  f"minutes** ({first['minutes']:.1f} here); stage time {first['stage_minutes']:.1f} min, "
-                  f"{first['stage_reference_minutes']:.1f} reference min.", "",
+                  f"**{total['reference_minutes']:.1f} reference minutes** ({total['minutes']:.1f} here): the "
+                  f"set-up, {first['setup']['reference_minutes']:.1f} (bench_test_command.py --setup), and each of "
+                  f"the pipeline's {first['stages']} stages once, its last logged time, replayed as the scheduler "
+                  f"runs them ({first['jobs']} at a time), {first['reference_minutes']:.1f}; their stage time "
+                  f"{first['stage_minutes']:.1f} min, {first['stage_reference_minutes']:.1f} reference min.", "",
                   "| Pipeline | minutes | reference minutes | share of stage time |", "|---|---|---|---|"]
         lines += [f"| {name} | {p['minutes']:.1f} | {p['reference_minutes']:.1f} | {100 * p['share']:.1f}% |"
                   for name, p in first["papers"].items()]
-        lines += ["", "The replay against the scheduler, per logged run whose stages are all in this pipeline:", ""]
+        lines += ["", "The replay against the scheduler, per logged run that finished (on its commit's graph):", ""]
         lines += [f"- run {c['run']}: {c['stages']} stages, measured {c['measured_minutes']:.1f} min, replayed "
                   f"{c['replayed_minutes']:.1f}" for c in first["replay_check"]] or ["- none"]
     basis = "the first command's replay" if first else "wall time"
@@ -229,15 +254,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--since", help="only the runs that started at or after this ISO 8601 time (UTC)")
     parser.add_argument("--calibration", type=Path, default=calib.CALIBRATION)
     parser.add_argument("--out", type=Path, default=RESULTS, help="where retrain.{json,md} go")
-    parser.add_argument("--workspace", type=Path, help="a built workspace of the commit whose first command is "
-                        "replayed (its dvc.yaml's stages; default: the logs' sums only)")
+    parser.add_argument("--workspace", type=Path, help="a checkout of the commit whose first command is replayed "
+                        "(its stage files are read; default: the logs' sums only)")
+    parser.add_argument("--setup", type=Path, default=RESULTS / "test_command.json", help="the set-up's time from a "
+                        "fresh clone (bench_test_command.py --setup), added to the first command's")
+    parser.add_argument("--earlier", type=Path, action="append", default=[], help="a checkout of a commit an "
+                        "earlier run of the retrain ran, to replay that run against its wall time (repeatable)")
     args = parser.parse_args(argv)
     try:
         records = read_logs([Path(p) for p in args.log], args.since)
         summary = summarise(records, calib.load(args.calibration))
         if args.workspace:
-            summary["first_command"] = first_command(records, *_graph(args.workspace), summary["factor"])
-            summary["within_budget"] = summary["first_command"]["reference_minutes"] <= summary[
+            summary["first_command"] = first_command(records, *_graph(args.workspace), summary["factor"],
+                                                     [_graph(path) for path in args.earlier])
+            summary["first_command"]["setup"] = setup_minutes(args.setup, summary["machine"], summary["factor"])
+            summary["within_budget"] = _total(summary["first_command"])["reference_minutes"] <= summary[
                 "budget_reference_minutes"]
     except (ValueError, OSError, calib.CalibrationError) as error:
         print(f"error: {error}", file=sys.stderr)

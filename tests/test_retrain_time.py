@@ -157,3 +157,14 @@ def test_first_command_counts_each_stage_of_the_pipeline_once_at_its_last_time(t
     with pytest.raises(ValueError, match="never ran"):
         retrain_time.first_command(records, order + ["tables"], {**waits, "tables": set()}, factor=0.8)
 
+
+
+def test_the_set_up_counts_only_when_measured_on_the_retrains_cpu(tmp_path):
+    path = tmp_path / "test_command.json"
+    path.write_text(json.dumps({"machine": ZEN5, "seconds": 300.0, "setup_seconds": 96.0}))
+    assert retrain_time.setup_minutes(path, ZEN5, factor=0.8) == {"minutes": 1.6, "reference_minutes": 2.0}
+    with pytest.raises(ValueError, match="family 26, model 2"):
+        retrain_time.setup_minutes(path, ZEN4, factor=0.8)
+    path.write_text(json.dumps({"machine": ZEN5, "seconds": 300.0}))
+    with pytest.raises(ValueError, match="--setup"):
+        retrain_time.setup_minutes(path, ZEN5, factor=0.8)
