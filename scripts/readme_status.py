@@ -76,9 +76,8 @@ def times(root: Path = ROOT) -> str:
     machine = f"{cpu['model_name']}, family {cpu['family']}, model {cpu['model']}"
     shares = ", ".join(f"{PAPER_NAMES.get(name, name)} {100 * p['share']:.0f}%" for name, p in first["papers"].items())
     note = (f"Measured on an {machine} (calibration factor {retrain['factor']:.3f}): {total['minutes']:.0f} and "
-            f"{tests['minutes']:.1f} min there; the first command is its set-up from a fresh clone and its "
-            f"{first['stages']} stages, each at its time in the retrain's {retrain['runs']} runs, scheduled as the "
-            f"command does; its stage time by pipeline: {shares} "
+            f"{tests['minutes']:.1f} min there (the first: set-up and {first['stages']} stages at their times in the "
+            f"retrain's {retrain['runs']} runs, as the command schedules them); stage time by pipeline: {shares} "
             f"([retrain.md](benchmarks/results/retrain.md)); the tests: {tests['pytest']} "
             "([test_command.md](benchmarks/results/test_command.md)).")
     return "\n".join([
