@@ -66,7 +66,7 @@ def variant_params(params: Path, system: str, config: str, out: Path) -> tuple[s
     that holds it."""
     if config not in ("batch2x", "half_dims"):
         return system, params
-    from crossmodal.config import load
+    from crossmodal.config.loader import load
 
     resolved = load(params).systems()[system]
     if config == "batch2x":
@@ -81,7 +81,7 @@ def worker(args) -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    from crossmodal.config import load
+    from crossmodal.config.loader import load
     from crossmodal.training.trainer import Trainer
 
     cfg = load(args.params)

@@ -3,7 +3,7 @@
 Run: PYTHONPATH=src python benchmarks/bench_caption_rows.py [--system l_hoca_ubt_msvd] [--steps 20] [--repeats 3]
 Writes benchmarks/results/caption_rows.{json,md}.
 
-Workload: the system's model at the default profile's sizes (params.yaml), its objective (`training/xe.py`, the
+Workload: the system's model at the default profile's sizes (params.yaml), its objective (`tasks/objectives/xe.py`, the
 code path of the trainer), batches of `train.batch_size` items whose reference counts follow the world's: the
 MSVD-like clips have 15-30 captions each (`video.world.captions_per_clip`), so `repeat` gives every clip as many
 rows as the clip with the most and `once` each caption once (about three quarters of the rows). Captions of 9
@@ -38,10 +38,10 @@ def _inputs(model, dims: dict[str, int], batch: int, gen: torch.Generator) -> di
 
 
 def measure(system: str, steps: int, repeats: int) -> dict:
-    from crossmodal.config import load
+    from crossmodal.config.loader import load
     from crossmodal.data.captions import CaptionLabels
     from crossmodal.models.registry import build_model
-    from crossmodal.training.xe import Objective
+    from crossmodal.tasks.objectives.xe import Objective
 
     cfg = load(ROOT / "params.yaml")
     entry = cfg.systems()[system]

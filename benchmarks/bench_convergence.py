@@ -34,7 +34,7 @@ SHOWN = ("BLEU-4", "METEOR", "CIDEr")
 
 def worker(system: str, params: Path) -> None:
     """Train `system` from `params` in this process; prints its result as one JSON line."""
-    from crossmodal.config import load
+    from crossmodal.config.loader import load
     from crossmodal.stages.common import set_threads
     from crossmodal.training.trainer import Trainer
 

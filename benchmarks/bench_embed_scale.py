@@ -63,7 +63,7 @@ def worker(init: str, repo: Path, max_epochs: int | None) -> None:
     from torch import nn
 
     import crossmodal.models.transformer as transformer
-    from crossmodal.config import load
+    from crossmodal.config.loader import load
     from crossmodal.stages.common import set_threads
     from crossmodal.training.trainer import Trainer
 

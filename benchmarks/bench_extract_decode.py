@@ -28,7 +28,9 @@ SETTINGS = ("plain", "one_thread")
 
 
 def measure(repo: Path, clips: int, repeats: int) -> dict:
-    from crossmodal.config import VIDEO_DATASETS, VIDEO_MODALITIES, load
+    from crossmodal.config.data import VIDEO_DATASETS
+    from crossmodal.config.features import VIDEO_MODALITIES
+    from crossmodal.config.loader import load
     from crossmodal.data.video_files import read_clip
     from crossmodal.features.video import clip_inputs
     from crossmodal.stages.common import set_threads

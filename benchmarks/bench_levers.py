@@ -48,7 +48,7 @@ def build(system: str, lever: str):
 
     import yaml
 
-    from crossmodal.config import from_data
+    from crossmodal.config.loader import from_data
     from crossmodal.training.trainer import Trainer
     from crossmodal.training.schedules import make_scheduler
 
@@ -103,7 +103,7 @@ def worker(system: str, lever: str, curve: int) -> dict:
 def ddp_worker(params: Path) -> None:
     """Train `bench_variant` from `params` as the stage would (one process, or this rank of a torchrun group)."""
     from bench_budget import VARIANT
-    from crossmodal.config import load
+    from crossmodal.config.loader import load
     from crossmodal.stages.common import set_threads
     from crossmodal.training import distributed
     from crossmodal.training.trainer import Trainer

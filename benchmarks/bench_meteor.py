@@ -89,8 +89,8 @@ def main() -> None:
         "| | wall (s) | CPU (s) |", "|---|---:|---:|",
         f"| own JVM: start, load the paraphrase table, score | {own_wall:.2f} | {own_cpu:.2f} (the JVM's) |",
         f"| shared scorer, already loaded: one request | {statistics.median(times):.2f} | |", "",
-        "Every captioning stage pays the first row once without the shared scorer; under `python -m crossmodal.repro` "
-        "only the run's first request does.", ""]))
+        "Every captioning stage pays the first row once without the shared scorer; under "
+        "`python -m crossmodal.pipeline.repro` only the run's first request does.", ""]))
     print((args.out_dir / "meteor.md").read_text())
 
 

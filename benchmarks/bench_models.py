@@ -10,7 +10,7 @@ adaptive bottom-up boxes, padded to 100 and masked), 5 captions of 16 words, a v
 backward + Adam update, median of `--repeats` after one warm-up step. Decoding is beam search (beam 3, up to
 16 words) of 10 images with the model in eval mode, median of `--repeats` after a warm-up, in images/s
 (weights are random, so <eos> is forbidden and every caption has 16 words). With `--scst`, a self-critical step
-too (training/scst.py: 5 candidates per image, rewarded by CIDEr-D against 5 random references, backward and
+too (tasks/objectives/scst.py: 5 candidates per image, rewarded by CIDEr-D against 5 random references, backward and
 Adam), with its candidates sampled (the papers') and from a beam search of 5 (`train.scst_candidates: beam`),
 <eos> forbidden likewise, median of `--repeats` after a warm-up. Each model runs in its own process so that its
 peak RSS (resident memory, includes Python and torch, ~0.4 GiB) is its own.
@@ -67,7 +67,7 @@ def scst_seconds(model, inputs: dict, images: int, candidates: str, optimizer, r
     import random
 
     from crossmodal.metrics.cider import CiderD
-    from crossmodal.training.scst import self_critical_batch
+    from crossmodal.tasks.objectives.scst import self_critical_batch
 
     rng = random.Random(0)
     words = ["<pad>", "<bos>", "<eos>", "<unk>"] + [f"w{i}" for i in range(4, VOCAB)]
@@ -92,7 +92,7 @@ def measure(name: str, repeats: int, device: str = "cpu", amp: bool = False, scs
     from crossmodal.data.inputs import Padded
     from crossmodal.decoding.search import beam_search
     from crossmodal.models.registry import build_model
-    from crossmodal.training.xe import sequence_loss
+    from crossmodal.tasks.objectives.xe import sequence_loss
 
     dev = on_device.start(device)
     torch.manual_seed(0)

@@ -2,9 +2,9 @@
 
 Run on demand (from an activated .venv): `python benchmarks/bench_pipeline.py` works in a temporary copy of the
 repository (the workspace and its MLflow database are untouched); `--repo DIR` works in a fresh clone instead and
-leaves its outputs there. It runs `dvc repro` (`--jobs N`: the README's first command, `python -m crossmodal.repro
---jobs N`, which runs `dvc repro` per stage, N at once) with a `python` shim first on PATH that records the wall
-time and peak memory of every stage command, and then reports:
+leaves its outputs there. It runs `dvc repro` (`--jobs N`: the README's first command,
+`python -m crossmodal.pipeline.repro --jobs N`, which runs `dvc repro` per stage, N at once) with a `python` shim first
+on PATH that records the wall time and peak memory of every stage command, and then reports:
 
 - the full repro's wall time, and per stage its command's wall time and peak RSS;
 - the breakdown of the whole: training steps, validation (greedy decoding and scoring, whose PTB tokenizer starts
@@ -131,7 +131,8 @@ def main() -> None:
         (shim_dir / "python").chmod(0o755)
         env["PYTHONPATH"] = str(repo / "src")
         env["PATH"] = f"{shim_dir}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
-        command = ["dvc", "repro"] if args.jobs == 1 else ["python", "-m", "crossmodal.repro", "--jobs", str(args.jobs)]
+        command = (["dvc", "repro"] if args.jobs == 1 else
+                   ["python", "-m", "crossmodal.pipeline.repro", "--jobs", str(args.jobs)])
         start = time.time()
         subprocess.run(command, cwd=repo, env=env, check=True, stdout=subprocess.DEVNULL)
         total = time.time() - start
@@ -181,7 +182,8 @@ def breakdown(report: dict) -> dict[str, float]:
 
 def markdown(report: dict) -> str:
     total, jobs = report["full_repro_s"], report.get("jobs", 1)
-    how = "`dvc repro`" if jobs == 1 else f"`python -m crossmodal.repro --jobs {jobs}` (`dvc repro` per stage)"
+    how = ("`dvc repro`" if jobs == 1 else
+           f"`python -m crossmodal.pipeline.repro --jobs {jobs}` (`dvc repro` per stage)")
     summed = sum(s["wall_s"] for s in report["stages"])
     lines = ["# Pipeline benchmark (default profile, synthetic data)", "",
              f"Machine: {report['machine']['cpus']} CPUs ({report['machine']['cpu']}), Python "

@@ -18,7 +18,7 @@ For each SCST system (default: `updown_scst`, `aoanet_scst`), from its init's be
     before);
   - `samples16`: 16 samples per image instead of 5, at the same number of images per batch;
   - `beam5_mean`, `beam5_greedy`: the candidates are the 5 best beams of a beam search (`train.scst_candidates:
-    beam`, `training.scst.beam_candidates`), against the mean of the other beams' rewards (the meshed-memory
+    beam`, `tasks/objectives/scst.beam_candidates`), against the mean of the other beams' rewards (the meshed-memory
     Transformer's SCST) or the greedy caption's;
   - `sample_greedy`: the papers' SCST, multinomial samples against the greedy caption, whatever params.yaml's
     recipe says (`default` runs the recipe).
@@ -87,9 +87,9 @@ def decoding(task, model, beams=(1, 2, 3, 5)) -> dict:
 def train(system: str, variant: str, epochs: int) -> dict:
     import torch
 
-    from crossmodal.config import load
+    from crossmodal.config.loader import load
     from crossmodal.decoding import search
-    from crossmodal.training import scst
+    from crossmodal.tasks.objectives import scst
     from crossmodal.training.trainer import Trainer
 
     torch.set_num_threads(2)
@@ -157,7 +157,7 @@ def main() -> None:
     parser.add_argument("--name", default="scst", help="results file stem in benchmarks/results/")
     args = parser.parse_args()
     from bench_budget import machine
-    from crossmodal.config import load
+    from crossmodal.config.loader import load
     from crossmodal.training.trainer import Trainer
 
     torch.set_num_threads(2)

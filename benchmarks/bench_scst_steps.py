@@ -1,6 +1,6 @@
 """What an SCST step from beams costs, with and without the greedy caption that the mean baseline never reads.
 
-Under `train.scst_baseline: mean` self-critical training decodes no greedy caption (training/scst.py); before
+Under `train.scst_baseline: mean` self-critical training decodes no greedy caption (tasks/objectives/scst.py); before
 2026-11-28 it decoded one per image at every step, for the log only. This benchmark times steps of SCST from beams
 (`scst_candidates: beam`, `scst_baseline: mean`) on the training batches of a built workspace, from the system's
 `init` model: `greedy` decodes the greedy captions first, as the old code did, then runs the step; `none` runs the
@@ -34,9 +34,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 def measure(workspace: Path, system: str, batch: int, steps: int, repeats: int) -> dict:
     import torch
 
-    from crossmodal.config import load
+    from crossmodal.config.loader import load
     from crossmodal.decoding.search import greedy_decode
-    from crossmodal.training.scst import self_critical_batch
+    from crossmodal.tasks.objectives.scst import self_critical_batch
     from crossmodal.data.feature_sets import to_device
     from crossmodal.training.trainer import Trainer
 

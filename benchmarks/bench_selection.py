@@ -18,7 +18,7 @@ the mean of the validation scores, the trainer's own validation metric (checked 
 10th epoch).
 
 Then, per seed, from the per-image scores V[epoch, image] and T[epoch, image]:
-- the pick: Up-Down's own stopping rule (`training/stopping.EarlyStopping` with its `patience` and `min_delta`)
+- the pick: Up-Down's own stopping rule (`stopping.EarlyStopping` with its `patience` and `min_delta`)
   replayed on the validation curve: the epoch the normal run keeps, and its test CIDEr-D;
 - selection noise: 2,000 bootstrap resamples of the validation images; each replays the rule on its own curve and
   keeps its best epoch; the sd over resamples of the kept epochs' test CIDEr-D (all 250 test images) is the
@@ -143,7 +143,7 @@ def worker(repo: Path, params: Path, name: str, out: Path, cross: bool) -> None:
     (npz) and prints a JSON line with the trainer's result and the checks."""
     import torch
 
-    from crossmodal.config import load
+    from crossmodal.config.loader import load
     from crossmodal.training.trainer import Trainer
 
     torch.set_num_threads(1)
@@ -208,7 +208,7 @@ def replay(curves: np.ndarray, patience: int, min_delta: float) -> tuple[np.ndar
     """The trainer's rule on each column of `curves` [epochs, runs]: (kept epoch index, epochs trained, whether the
     rule still wanted more epochs than were recorded). Mirrors Trainer.run: before epoch e the rule may end the run;
     the best is the first epoch of the highest value."""
-    from crossmodal.training.stopping import EarlyStopping
+    from crossmodal.stopping import EarlyStopping
 
     n_epochs, n_runs = curves.shape
     kept, trained, cut = np.zeros(n_runs, int), np.zeros(n_runs, int), np.zeros(n_runs, bool)
@@ -388,7 +388,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.worker:
         return worker(args.repo, args.params, args.worker, args.out, args.cross)
-    from crossmodal.config import load
+    from crossmodal.config.loader import load
 
     rule = load(ROOT / "params.yaml").systems()[SYSTEM].train
     if args.analyse:

@@ -8,10 +8,11 @@ Run: PYTHONPATH=src python benchmarks/bench_stage_startup.py --repo <built repos
 `--repo` is a repository whose stages are built, such as the tests' tiny pipeline (tests/tiny_pipeline.py; a pytest
 session leaves it in /tmp/pytest-of-<user>/pytest-current/tiny-pipeline/repo). It is copied to `--work` first: the
 commands rewrite their outputs there, with the same bits, running this checkout's code on the copy's data. Each system's `python -m crossmodal train --system <name>` runs
-`--runs` times each way, alternating, with one shared METEOR scorer (as under `python -m crossmodal.repro`), and
-every run's outputs must be byte-identical (the forked run computes the same thing). CPU time is the process's user
-and system time (its children included). This measurement led to the stage server of `python -m crossmodal.repro`
-(crossmodal/stage_server.py), which forks the stages' commands in that way.
+`--runs` times each way, alternating, with one shared METEOR scorer (as under
+`python -m crossmodal.pipeline.repro`), and every run's outputs must be byte-identical (the forked run computes the same
+thing). CPU time is the process's user and system time (its children included). This measurement led to the stage
+server of `python -m crossmodal.pipeline.repro` (crossmodal/pipeline/stage_server.py), which forks the stages' commands
+in that way.
 """
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from crossmodal.config import load  # noqa: E402
+from crossmodal.config.loader import load  # noqa: E402
 from crossmodal.io import write_json, write_text  # noqa: E402
 
 HEADLINE = {"captioning": "CIDEr", "vqa": "overall", "grounding": "R@1"}  # a task's metric in `test`

@@ -1,5 +1,5 @@
 """How long a retrain took, per paper, in minutes here and in reference minutes: the sum of the times logs that
-`python -m crossmodal.repro` appends to (src/crossmodal/repro_times.py).
+`python -m crossmodal.pipeline.repro` appends to (src/crossmodal/pipeline/times.py).
 
 A retrain may span several runs of the scheduler (stopped by Ctrl-C or a failure, then started again), so the
 report sums every run in the logs given (`--since` drops the runs that started before a time, as when a log holds
@@ -114,8 +114,8 @@ def summarise(records: list[dict], calibration: dict, budget: float = BUDGET_MIN
 
 
 def replay(order: list[str], waits_for: dict[str, set[str]], seconds: dict[str, float], jobs: int) -> float:
-    """The seconds the scheduler (crossmodal/repro.py `_schedule`) takes to run the stages `order` lists with these
-    durations: it starts, in `order`, each stage whose upstream stages are done, `jobs` at a time."""
+    """The seconds the scheduler (crossmodal/pipeline/repro.py `_schedule`) takes to run the stages `order` lists
+    with these durations: it starts, in `order`, each stage whose upstream stages are done, `jobs` at a time."""
     clock, running, done, pending = 0.0, {}, set(), list(order)
     while pending or running:
         for address in [a for a in pending if waits_for[a] <= done][:jobs - len(running)]:
@@ -187,7 +187,7 @@ def _graph(workspace: Path) -> tuple[list[str], dict[str, set[str]]]:
     """Every stage of the workspace's pipeline in the scheduler's order, and the stages each waits for."""
     import os
 
-    from crossmodal.repro import plan
+    from crossmodal.pipeline.repro import plan
 
     here = Path.cwd()
     os.chdir(workspace)

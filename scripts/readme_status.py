@@ -22,8 +22,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from crossmodal import config  # noqa: E402
-from crossmodal.reports.tables import SUMMARY_BEGIN, SUMMARY_END, replace_status  # noqa: E402
+from crossmodal.config.loader import load  # noqa: E402
+from crossmodal.reports.index_page import SUMMARY_BEGIN, SUMMARY_END, replace_status  # noqa: E402
 from crossmodal.stages.index import claims, status  # noqa: E402
 
 RESULTS_FILES = ("README.md", "docs/results.md")
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         text = path.read_text(encoding="utf-8")
         new = results_tables(text)[0]
         if name == "README.md":
-            cfg = config.load(str(ROOT / "params.yaml"))
+            cfg = load(str(ROOT / "params.yaml"))
             page = claims(cfg, ROOT)
             new = replace_status(replace_status(new, status(cfg, ROOT, page)), summary(cfg, ROOT, page),
                                  SUMMARY_BEGIN, SUMMARY_END)

@@ -5,7 +5,7 @@ import torch
 
 from crossmodal.data.inputs import Inputs, Padded
 from crossmodal.decoding.search import beam_search, greedy_decode
-from crossmodal.training.xe import sequence_loss
+from crossmodal.tasks.objectives.xe import sequence_loss
 
 
 def region_inputs(feats: torch.Tensor, mask: torch.Tensor) -> dict[str, Padded]:

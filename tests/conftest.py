@@ -63,7 +63,7 @@ def tiny_repo(tiny_build, tmp_path_factory):
 @pytest.fixture(scope="session", autouse=True)
 def shared_meteor():
     """One METEOR JVM per pytest worker, for its tests and the stage processes they start, as `python -m
-    crossmodal.repro` gives its stages (metrics/meteor_server.py): each start loads METEOR's paraphrase table,
+    crossmodal.pipeline.repro` gives its stages (metrics/meteor_server.py): each start loads METEOR's paraphrase table,
     about 10 CPU-seconds. test_meteor_server.py checks the scores against a process's own METEOR."""
     if shutil.which("java") is None:
         yield None

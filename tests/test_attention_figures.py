@@ -14,7 +14,8 @@ import pytest
 import torch
 from PIL import Image
 
-from crossmodal import config, paths
+from crossmodal import paths
+from crossmodal.config.loader import load
 from crossmodal.data.captions import EOS
 from crossmodal.data.inputs import Padded
 from crossmodal.data.regions import write_region_file
@@ -149,7 +150,7 @@ def workspace(root: Path, cfg) -> None:
 
 
 def test_a_missing_model_file_skips_the_paper(tmp_path):
-    cfg = config.load(ROOT / "params.yaml")
+    cfg = load(ROOT / "params.yaml")
     workspace(tmp_path, cfg)
     out = tmp_path / "reports" / "figures"
     out.mkdir(parents=True)

@@ -5,7 +5,7 @@ import h5py
 import numpy as np
 import pytest
 
-from crossmodal.config import CaptionsConfig
+from crossmodal.config.data import CaptionsConfig
 from crossmodal.data.captions import SPECIALS, UNK, decode, load_labels, load_vocabulary, preprocess, tokenize
 from crossmodal.data.coco import read_coco_captions
 from crossmodal.data.karpathy import read_karpathy

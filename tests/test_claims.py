@@ -12,13 +12,13 @@ import pytest
 import yaml
 from scipy import stats
 
-from crossmodal.config import Config, build
+from crossmodal.config.loader import Config, build
 from crossmodal.io import InputError, write_json
 from crossmodal.reports.claims import (HOLDS, PENDING, RECIPE, REVERSED, SAMPLED_SCST, SEEDS, UNCLEAR, UNTESTABLE,
                                        WORLD, ClaimResult, ClaimsPage, Systems, against_spread, build_claims,
                                        cross_cpu_spread, judge, pooled_spread, seed_groups, welch, worlds)
 from crossmodal.reports.power import mde, runs_to_decide
-from crossmodal.reports.tables import PAPER_TABLES, PaperTable, load_table, load_tables
+from crossmodal.reports.table_schema import PAPER_TABLES, PaperTable, load_table, load_tables
 
 BASE = {"model": "updown", "vocabulary": "min5", "train": {"max_epochs": 4}}
 SPREAD = 9.5  # a pooled seed spread (CIDEr-D points) for the constructed single-run cases
@@ -306,7 +306,7 @@ def test_a_recipe_known_to_be_wrong_is_read_from_the_runs_histories(tmp_path):
         (metrics / "s_seed1.json").write_text(json.dumps({**data, "history": [{"epoch": 1, key: 1.2}]}))
         result = _build([table], _config(), metrics).results["t"]["s_over_a"]
         assert result.reason == reason and (result.link is not None) == (reason == RECIPE)
-    from crossmodal.training.scst import REWARD_KEYS
+    from crossmodal.tasks.objectives.scst import REWARD_KEYS
     assert SAMPLED_SCST == REWARD_KEYS["sample"]
 
 
@@ -518,7 +518,7 @@ def test_a_real_split_tables_claims_are_judged_on_that_split_under_a_real_profil
 
 
 def test_the_index_links_the_claims_page_first_and_counts_each_tables_claims_that_hold(tmp_path):
-    from crossmodal.reports.tables import build_index
+    from crossmodal.reports.index_page import build_index
 
     summary = tmp_path / "tables" / "p.summary.json"
     summary.parent.mkdir()

@@ -7,7 +7,8 @@ import pytest
 import yaml
 
 from crossmodal import cli
-from crossmodal.config import Config, TrainConfig, apply_profile, build, load
+from crossmodal.config.loader import Config, apply_profile, build, load
+from crossmodal.config.training import TrainConfig
 from crossmodal.io import InputError
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -20,15 +20,17 @@ import pytest
 import torch
 import yaml
 
-from crossmodal import config, paths
-from crossmodal.config import ComputeConfig
+from crossmodal import paths
+from crossmodal.config.compute import ComputeConfig
+from crossmodal.config.loader import load
+from crossmodal.config.training import TrainConfig
 from crossmodal.data.karpathy import read_karpathy
 from crossmodal.data.regions import write_region_file
 from crossmodal.io import InputError
+from crossmodal.tasks.objectives.scst import self_critical_loss
+from crossmodal.tasks.objectives.xe import Objective, caption_batch, caption_rows_once, sequence_loss, with_eos
 from crossmodal.training import distributed
-from crossmodal.training.scst import self_critical_loss
 from crossmodal.training.trainer import Trainer
-from crossmodal.training.xe import Objective, caption_batch, caption_rows_once, sequence_loss, with_eos
 
 ROOT = Path(__file__).resolve().parents[1]
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (run on a GPU machine)")
@@ -123,7 +125,7 @@ def repo(tmp_path_factory) -> Path:
 def train_in_process(repo: Path, name: str, compute: dict | None = None, edit=None,
                      **runtime) -> tuple[dict, dict, dict]:
     """One process, in this interpreter: the final metrics, the (best) weights and the last checkpoint."""
-    cfg = config.load(write_params(repo, "params_single.yaml", compute or {}, runtime, edit))
+    cfg = load(write_params(repo, "params_single.yaml", compute or {}, runtime, edit))
     shutil.rmtree(repo / paths.CHECKPOINTS, ignore_errors=True)
     trainer = Trainer(cfg, name, repo, progress=False)
     result = trainer.run()
@@ -213,7 +215,7 @@ class RecordingRun:
 def test_the_trainer_logs_each_epoch_and_the_chosen_one_on_the_tables_scale(repo):
     """The shared trainer gives MLflow the best epoch and its value (the runs table sorts by them; a curve's
     column shows its last epoch), the task's metric ×100 as the tables print it, losses as they are."""
-    cfg = config.load(write_params(repo, "params_single.yaml", {}))
+    cfg = load(write_params(repo, "params_single.yaml", {}))
     shutil.rmtree(repo / paths.CHECKPOINTS, ignore_errors=True)
     run = RecordingRun()
     result = Trainer(cfg, "tiny", repo, progress=False).run(run)
@@ -295,7 +297,7 @@ def test_caption_rows_once_is_the_cross_entropy_of_each_reference_once(model):
     inputs = {"regions": Padded(torch.randn(3, 5, 4, generator=g), torch.tensor([[1] * 5, [1] * 3 + [0] * 2, [1] * 5],
                                                                                  dtype=torch.bool))}
     task = type("Task", (), {"train_labels": labels, "device": torch.device("cpu"),
-                             "system": type("System", (), {"train": config.TrainConfig(caption_rows="once")})})
+                             "system": type("System", (), {"train": TrainConfig(caption_rows="once")})})
     objective = Objective(task)
     objective.start_epoch(1)
     model.eval()
@@ -403,7 +405,7 @@ def test_cuda_training_killed_mid_run_resumes_to_the_same_bits(repo, monkeypatch
             raise KeyboardInterrupt("killed")
         return original(self, epoch)
 
-    cfg = config.load(write_params(repo, "params_single.yaml", CUDA_AUTO))
+    cfg = load(write_params(repo, "params_single.yaml", CUDA_AUTO))
     shutil.rmtree(repo / paths.CHECKPOINTS, ignore_errors=True)
     monkeypatch.setattr(Trainer, "train_epoch", killed_in_the_second_epoch)
     with pytest.raises(KeyboardInterrupt):
@@ -430,7 +432,7 @@ def beam_scst(params: dict) -> None:
 @needs_cuda
 def test_cuda_scst_from_beams_trains_as_the_cpu_does_and_gives_the_same_bits_twice(repo):
     cpu_params = {"device": "cpu", "amp": False}
-    init = Trainer(config.load(write_params(repo, "params_single.yaml", cpu_params)), "tiny", repo, progress=False)
+    init = Trainer(load(write_params(repo, "params_single.yaml", cpu_params)), "tiny", repo, progress=False)
     init.run()
     init.save_model()  # the SCST runs' starting weights, trained on the CPU
     cpu = train_in_process(repo, "tiny_scst", cpu_params, beam_scst)[:2]

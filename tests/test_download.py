@@ -546,7 +546,7 @@ def test_the_download_stage_in_a_queued_experiments_copy_fetches_nothing(tmp_pat
 
     import yaml
 
-    from crossmodal.config import from_data, repo_root
+    from crossmodal.config.loader import from_data, repo_root
     from crossmodal.stages import download as stage
 
     repo = tmp_path / "repo"

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from crossmodal.config import AttributesConfig
+from crossmodal.config.features import AttributesConfig
 from crossmodal.data.karpathy import KarpathyImage, KarpathySentence
 from crossmodal.features.attributes import (
     AttributeDetector, average_precision, detection_metrics, detector_words, mil_loss, noisy_or_log, oracle_words,

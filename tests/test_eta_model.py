@@ -11,7 +11,7 @@ from crossmodal.decoding.search import greedy_decode
 from crossmodal.models.base import Captioner
 from crossmodal.models.eta import ETAArgs, ETATransformer
 from crossmodal.modules.sublayers import sinusoid
-from crossmodal.training.xe import sequence_loss
+from crossmodal.tasks.objectives.xe import sequence_loss
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

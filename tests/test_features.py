@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from crossmodal.config import BackboneConfig, RegionsConfig, SplitSizes, WorldConfig
+from crossmodal.config.data import SplitSizes, WorldConfig
+from crossmodal.config.features import BackboneConfig, RegionsConfig
 import crossmodal.data.regions as regions_module
 from crossmodal.data.regions import RegionFeatures, RegionFileWriter, write_region_file
 from crossmodal.features.backbone import load_backbone, load_images, pretrain, roi_align

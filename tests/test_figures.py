@@ -187,7 +187,7 @@ def test_scst_runs_get_the_reward_curves(metrics_dir):
 
 
 def test_scst_from_beams_draws_the_beams_reward_and_no_greedy_line(tmp_path):
-    """Under the mean baseline SCST decodes no greedy caption (training/scst.py): its history has the beam
+    """Under the mean baseline SCST decodes no greedy caption (tasks/objectives/scst.py): its history has the beam
     candidates' reward only, and the figure labels it so."""
     history = [{k.replace("sample", "beam"): v for k, v in row.items() if k != "train_CIDEr_greedy"}
                for row in SCST_HISTORY]

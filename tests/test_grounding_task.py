@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from crossmodal import paths
-from crossmodal.config import from_data
+from crossmodal.config.loader import from_data
 from crossmodal.data.flickr30k_entities import ENTITY_TYPES, grounding_phrases, read_entity_image, read_split_ids
 from crossmodal.features.word_vectors import write_word_vectors
 from crossmodal.io import InputError, read_json

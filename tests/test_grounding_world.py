@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from crossmodal.config import SplitSizes, WorldConfig
+from crossmodal.config.data import SplitSizes, WorldConfig
 from crossmodal.data.flickr30k_entities import check_splits, phrase_status, read_entity_image, read_split_ids
 from crossmodal.worlds import image_world
 from crossmodal.worlds.grounding_world import GroundingWorldConfig, generate, pixel_box

@@ -14,7 +14,7 @@ from crossmodal.io import InputError
 from crossmodal.models.hoca import MODALITIES, HOCAArgs, LowRankHOCACaptioner
 from crossmodal.models.registry import build_model
 from crossmodal.modules.hoca import HOCA, TABLE1_VARIANTS, LowRankHOCA, UnaryAttention
-from crossmodal.training.xe import sequence_loss
+from crossmodal.tasks.objectives.xe import sequence_loss
 from captioning_checks import assert_beam_one_is_greedy, fit
 
 DIMS = {"frames": 5, "motion": 4, "audio": 3}

@@ -11,11 +11,12 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from crossmodal.config import SplitSizes, WorldConfig
+from crossmodal.config.data import SplitSizes, WorldConfig
 from crossmodal.data.coco import read_coco_captions
 from crossmodal.io import InputError
 from crossmodal.worlds import image_world
 from crossmodal.worlds.image_world import PREDICATES, TEXTURE_POSTMODIFIERS
+from crossmodal.worlds.phrasing import plural
 
 CFG = WorldConfig(seed=7, images=SplitSizes(train=20, val=5, test=5), image_size=64)
 KARPATHY_IMAGE_KEYS = {"filepath", "sentids", "filename", "imgid", "split", "sentences", "cocoid"}
@@ -209,7 +210,7 @@ def test_caption_noun_phrases_bind_attributes_to_one_object(files):
     kinds = _attribute_words(graphs)
     post = {words: texture for texture, words in TEXTURE_POSTMODIFIERS.items()}
     numbers = {w: k for k, w in enumerate(image_world.NUMBER_WORDS)}
-    plurals = {image_world._plural(s): s for s in graphs["attributes"]["shapes"]}
+    plurals = {plural(s): s for s in graphs["attributes"]["shapes"]}
     checked = multi = 0
     for e, g in zip(karpathy["images"], graphs["images"]):
         objects = g["objects"]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from crossmodal.config import SplitSizes, WorldConfig
+from crossmodal.config.data import SplitSizes, WorldConfig
 from crossmodal.data.coco import read_coco_captions
 from crossmodal.data.karpathy import KarpathyImage, by_split, read_karpathy
 from crossmodal.io import InputError

@@ -1,4 +1,4 @@
-"""The world folders' manifests (manifests.py): what a reading stage checks before it reads a whole world."""
+"""The world folders' manifests (pipeline/manifests.py): what a reading stage checks before it reads a whole world."""
 from __future__ import annotations
 
 import hashlib
@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from crossmodal import manifests
 from crossmodal.io import InputError
+from crossmodal.pipeline import manifests
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from crossmodal import paths, tracking
-from crossmodal.config import load
+from crossmodal.config.loader import load
 from crossmodal.reports.runs import tag_runs
 from crossmodal.tasks.captioning import Captioning, write_captions
 from test_qualitative import TEST, config, tiny_root

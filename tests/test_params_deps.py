@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from crossmodal import pipelines
-from crossmodal.config import MODEL_KEYS, PAPERS, Config, from_data
+from crossmodal.config.loader import MODEL_KEYS, PAPERS, Config, from_data
 
 ROOT = Path(__file__).resolve().parents[1]
 ALTERNATIVES = {  # a string value that must stay valid when changed: another of its allowed values

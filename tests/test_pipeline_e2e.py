@@ -1,8 +1,8 @@
 """End to end: the whole pipeline with `dvc repro` on a tiny profile (tiny_pipeline.py: built once per session by
-the README's first command, `python -m crossmodal.repro --jobs 2`). This module checks the build itself: outputs and
-tables exist and carry numbers; every stage ran exactly the code it depends on (an import trace of each stage process
-against its dvc.yaml deps); a second, plain `dvc repro` does nothing; training resumed after a crash reaches the
-same metrics; and bad input fails with one line and a non-zero status. What reruns after a change, queued
+the README's first command, `python -m crossmodal.pipeline.repro --jobs 2`). This module checks the build itself:
+outputs and tables exist and carry numbers; every stage ran exactly the code it depends on (an import trace of each
+stage process against its dvc.yaml deps); a second, plain `dvc repro` does nothing; training resumed after a crash
+reaches the same metrics; and bad input fails with one line and a non-zero status. What reruns after a change, queued
 experiments and the real profile have modules of their own (test_pipeline_reruns.py, test_pipeline_queue.py,
 test_pipeline_real.py), each on its own copy of the build, so that both pytest workers share that work.
 """
@@ -216,10 +216,10 @@ def test_scst_continues_the_cross_entropy_model_and_fills_the_scst_columns(repo)
     assert metrics["objective"] == "scst" and metrics["model"] == "updown" and len(metrics["history"]) == 2
     assert set(metrics["history"][0]) >= {"train_loss", "train_CIDEr_beam", "val_CIDEr"}  # from beams (scst_beam),
     assert "train_CIDEr_greedy" not in metrics["history"][0]  # under their mean: no greedy caption decoded
-    from crossmodal import config
+    from crossmodal.config.loader import load
     from crossmodal.training.trainer import Trainer
 
-    start = Trainer(config.load(repo / "params.yaml"), "updown_scst", repo, progress=False).model.state_dict()
+    start = Trainer(load(repo / "params.yaml"), "updown_scst", repo, progress=False).model.state_dict()
     saved = torch.load(repo / "data/models/updown/model.pt", weights_only=False)["state_dict"]
     assert start.keys() == saved.keys() and all(torch.equal(start[k], saved[k]) for k in saved)
     submission = json.loads((repo / "data/predictions/updown_scst/captions_test2014_updown_scst_results.json")
@@ -240,10 +240,10 @@ def test_second_repro_does_nothing(repo):
 
 @pytest.mark.parametrize("name", ["updown", "updown_scst"])
 def test_training_resumed_after_a_crash_reaches_the_same_metrics(repo, monkeypatch, name):
-    from crossmodal import config
+    from crossmodal.config.loader import load
     from crossmodal.training.trainer import Trainer as cls
 
-    cfg = config.load(repo / "params.yaml")
+    cfg = load(repo / "params.yaml")
     shutil.rmtree(repo / "data/checkpoints", ignore_errors=True)
     straight = cls(cfg, name, repo, progress=False).run()
 
@@ -268,13 +268,13 @@ def test_training_resumed_after_a_crash_reaches_the_same_metrics(repo, monkeypat
 def test_a_run_killed_inside_a_patience_window_resumes_to_the_same_stop(repo, tmp_path, monkeypatch):
     """Early stopping (patience 2): killed in the first epoch after the best one, the resumed run still stops two
     epochs after the best, before its cap, with the same curve, model and test metrics."""
-    from crossmodal import config
+    from crossmodal.config.loader import load
     from crossmodal.training.trainer import Trainer as cls
 
     params = yaml.safe_load((repo / "params.yaml").read_text())
     params["baselines"]["systems"]["updown"]["train"] = {"max_epochs": 20, "patience": 2}
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
-    cfg = config.load(tmp_path / "params.yaml")
+    cfg = load(tmp_path / "params.yaml")
     shutil.rmtree(repo / "data/checkpoints", ignore_errors=True)
     straight = cls(cfg, "updown", repo, progress=False).run()
     best, epochs = straight["best_epoch"], len(straight["history"])

@@ -35,6 +35,8 @@ def test_real_profile_downloads_converts_and_trains_the_world_served_in_the_publ
     Flickr30k Entities trained for one epoch. The converted captions, references, features, VQA and grounding arrays
     and word vectors must equal those the synthetic profile built from the same worlds, the grid features the
     stand-in's conv5 grid of the images, and the attribute detector trains on it."""
+    from export_real import (FLICKR_ID_OFFSET, export_grid_formats, export_grounding_formats, export_real_formats,
+                             export_vqa_formats)
     from loopback_http import LoopbackHTTPServer
 
     from crossmodal.data.captions import load_labels, load_vocabulary
@@ -44,8 +46,6 @@ def test_real_profile_downloads_converts_and_trains_the_world_served_in_the_publ
     from crossmodal.features.grid import cell_boxes, grid_features
     from crossmodal.features.vgg import Vgg16Conv, load_image
     from crossmodal.features.word_vectors import read_word_vectors
-    from crossmodal.worlds.export_real import (FLICKR_ID_OFFSET, export_grid_formats, export_grounding_formats,
-                                               export_real_formats, export_vqa_formats)
 
     archives = export_real_formats(repo / "data/raw/image_world", repo / "data/features/regions.h5", tmp_path / "www")
     ban_archives = export_vqa_formats(repo / "data/raw/vqa_world", repo / "data/features/word_vectors.txt",

@@ -58,7 +58,7 @@ def test_editing_one_model_file_changes_only_its_systems(repo):
 
 
 def test_a_world_changed_behind_dvcs_back_is_written_again_and_reruns_no_reader(repo):
-    """The stages that read the whole image world depend on its manifest (manifests.py), not on its files: an
+    """The stages that read the whole image world depend on its manifest (pipeline/manifests.py), not on its files: an
     edited picture is a changed output of `synthesize`, which `dvc repro` restores from its run-cache (or runs
     again); the world every reader read comes back, with the same manifest, so no reader reruns. A reader started by
     hand on the edited world stops."""

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from crossmodal import config
+from crossmodal.config.loader import load
 from crossmodal.cli import stage_commands
 
 COMMANDS = {**stage_commands(), "pipelines": None}
-from crossmodal.reports.tables import SUMMARY_BEGIN, SUMMARY_END, status_block
+from crossmodal.reports.index_page import SUMMARY_BEGIN, SUMMARY_END, status_block
 from crossmodal.stages.index import status
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,11 +58,12 @@ def test_quick_start_is_the_two_commands_ci_reads():
     fences = [i for i in range(start, len(lines)) if lines[i].startswith("```")][:2]
     block = lines[fences[0] + 1:fences[1]]
     assert lines[fences[0]] == "```bash" and len(block) == 2
-    assert block[0].endswith("python -m crossmodal.repro") and "pytest" in block[1] and block[1].startswith("bash scripts/setup.sh")
+    assert block[0].endswith("python -m crossmodal.pipeline.repro")
+    assert "pytest" in block[1] and block[1].startswith("bash scripts/setup.sh")
 
 
 def test_the_status_table_is_generated_from_the_committed_results():
-    expected = status(config.load(str(ROOT / "params.yaml")), ROOT)
+    expected = status(load(str(ROOT / "params.yaml")), ROOT)
     assert status_block(README.read_text()) == expected, f"README.md's status table is stale: run `{FIX}`"
     index = (ROOT / "reports" / "index.md").read_text()
     assert expected in index, "reports/index.md's status differs from the summaries: run `python -m crossmodal index`"
@@ -72,7 +73,7 @@ def test_the_readme_opens_with_the_claims_in_plain_words_generated_from_the_comm
     lines = README.read_text().splitlines()
     first_heading = next(i for i, line in enumerate(lines) if line.startswith("## "))
     assert SUMMARY_BEGIN in lines[:first_heading], "the summary block belongs under the title paragraph"
-    expected = _readme_status().summary(config.load(str(ROOT / "params.yaml")))
+    expected = _readme_status().summary(load(str(ROOT / "params.yaml")))
     assert status_block(README.read_text(), SUMMARY_BEGIN, SUMMARY_END) == expected, \
         f"README.md's first lines are stale: run `{FIX}`"
     assert expected.startswith("Of the ") and "the worlds can test" in expected
@@ -226,7 +227,7 @@ def command_errors(line: str) -> list[str]:
         elif python and rest[:2] == ["-m", "crossmodal"]:
             if len(rest) < 3 or rest[2] not in COMMANDS:
                 errors.append(f"{part.strip()!r}: `python -m crossmodal` has no such command (the stage modules)")
-        elif python and rest[:2] in (["-m", "pytest"], ["-m", "crossmodal.repro"]):
+        elif python and rest[:2] in (["-m", "pytest"], ["-m", "crossmodal.pipeline.repro"]):
             pass
         elif python or first == "bash":
             script = rest[0] if rest else ""

@@ -65,7 +65,7 @@ def repo(tmp_path_factory) -> Path:
 def _values(params: dict) -> dict[str, dict]:
     """{stage as DVC names it: the values of the params it reads}, as the `params` stage writes them."""
     from crossmodal import paths
-    from crossmodal.config import from_data
+    from crossmodal.config.loader import from_data
     from crossmodal.pipelines import param_lists
 
     out = {}

@@ -1,9 +1,9 @@
-"""`python -m crossmodal.repro`: DVC's stages, several at a time, on a three-stage repository.
+"""`python -m crossmodal.pipeline.repro`: DVC's stages, several at a time, on a three-stage repository.
 
 Stages `left` and `right` are independent and each sleeps, writing its start and end times; `join` reads both.
 The scheduler must run the two at once, `join` after both, record all three as `dvc repro` would (a plain `dvc
 status` then finds nothing to do), plan only what changed and what depends on it, and stop starting stages after
-a failure; and append each stage's status and seconds, and each run's, to its times log (repro_times.py). The
+a failure; and append each stage's status and seconds, and each run's, to its times log (pipeline/times.py). The
 tests' shared tiny pipeline (tiny_pipeline.py) is built with it too."""
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ def _times(path: Path) -> tuple[list[dict], list[dict]]:
 
 
 def _plan(repo: Path, *targets: str) -> tuple[list[str], dict]:
-    code = ("import json, sys; from crossmodal.repro import plan; "
+    code = ("import json, sys; from crossmodal.pipeline.repro import plan; "
             "order, waits = plan(sys.argv[1:]); print(json.dumps([order, {k: sorted(v) for k, v in waits.items()}]))")
     proc = _run(repo, sys.executable, "-c", code, *targets)
     assert proc.returncode == 0, proc.stderr
@@ -73,7 +73,7 @@ def repo(tmp_path_factory) -> Path:
 
 def test_independent_stages_run_at_once_and_are_recorded(repo):
     assert _plan(repo) == [["left", "right", "join"], {"left": [], "right": [], "join": ["left", "right"]}]
-    proc = _run(repo, sys.executable, "-m", "crossmodal.repro", "--jobs", "2")
+    proc = _run(repo, sys.executable, "-m", "crossmodal.pipeline.repro", "--jobs", "2")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     left, right, join = (json.loads((repo / f"{n}.json").read_text()) for n in ("left", "right", "join"))
     assert left[0] < right[1] and right[0] < left[1], (left, right)  # the two intervals overlap
@@ -82,7 +82,7 @@ def test_independent_stages_run_at_once_and_are_recorded(repo):
     status = _run(repo, "dvc", "status", "--json")
     assert json.loads(status.stdout) == {}, status.stdout  # DVC's lock file has every stage, as after `dvc repro`
     assert _plan(repo) == [[], {}]
-    assert "every stage is up to date" in _run(repo, sys.executable, "-m", "crossmodal.repro").stdout
+    assert "every stage is up to date" in _run(repo, sys.executable, "-m", "crossmodal.pipeline.repro").stdout
     stages, runs = _times(repo / ".dvc/tmp/repro/times.jsonl")
     assert sorted((r["stage"], r["status"]) for r in stages) == [("join", "ran"), ("left", "ran"), ("right", "ran")]
     assert stages[-1]["stage"] == "join"
@@ -109,7 +109,8 @@ def test_a_failed_stage_starts_nothing_after_it(repo):
                                "outs": ["right.json"]})
     times = repo / "elsewhere" / "times.jsonl"  # CROSSMODAL_REPRO_TIMES moves the log
     try:
-        proc = _run(repo, sys.executable, "-m", "crossmodal.repro", "-j", "2", CROSSMODAL_REPRO_TIMES=str(times))
+        proc = _run(repo, sys.executable, "-m", "crossmodal.pipeline.repro", "-j", "2",
+                    CROSSMODAL_REPRO_TIMES=str(times))
         assert proc.returncode == 1, proc.stdout + proc.stderr
         assert "FAILED right" in proc.stdout and "right broke" in proc.stdout  # the log's tail
         assert "started join" not in proc.stdout and "1 not run" in proc.stdout
@@ -131,7 +132,7 @@ def test_ctrl_c_stops_the_running_stages_and_records_none(repo):
     _write_stages(repo, left=_stage("left", ["in.txt"], sleep=60), right=_stage("right", ["in.txt"], sleep=60))
     inherited = signal.getsignal(signal.SIGINT)  # a process started with SIGINT ignored never sees Ctrl-C
     try:
-        proc = subprocess.Popen([sys.executable, "-m", "crossmodal.repro"], cwd=repo, env=_env(), text=True,
+        proc = subprocess.Popen([sys.executable, "-m", "crossmodal.pipeline.repro"], cwd=repo, env=_env(), text=True,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as a shell starts it
         logs = [repo / ".dvc/tmp/repro" / f"{n}.log" for n in ("left", "right")]
@@ -160,7 +161,7 @@ def test_ctrl_c_stops_the_running_stages_and_records_none(repo):
 NICE = """
 import os, subprocess
 from pathlib import Path
-from crossmodal.repro import share_nice
+from crossmodal.pipeline.repro import share_nice
 def nice(pid):
     try:
         return Path(f'/proc/{pid}/autogroup').read_text().split()[-1]
@@ -206,5 +207,5 @@ def test_under_nice_each_stage_session_is_as_nice_as_the_command():
 
 
 def test_bad_jobs_is_one_line(repo):
-    proc = _run(repo, sys.executable, "-m", "crossmodal.repro", "--jobs", "0")
+    proc = _run(repo, sys.executable, "-m", "crossmodal.pipeline.repro", "--jobs", "0")
     assert proc.returncode == 2 and proc.stderr.strip() == "error: --jobs must be at least 1, got 0"

@@ -17,7 +17,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import calibration as calib  # noqa: E402
 import retrain_time  # noqa: E402
 from crossmodal.machine import cpu_identity, parse_cpuinfo  # noqa: E402
-from crossmodal.repro_times import TimesLog  # noqa: E402
+from crossmodal.pipeline.times import TimesLog  # noqa: E402
 
 ZEN5 = {"vendor": "AuthenticAMD", "model_name": "AMD EPYC", "family": "26", "model": "2", "stepping": "1",
         "flags": ["avx2", "avx512f", "avx512_bf16"], "processors": 2, "cores_usable": 2}
@@ -105,7 +105,7 @@ def test_minutes_of_another_cpu_are_refused(tmp_path):
 
 
 def test_reads_what_the_scheduler_writes(tmp_path):
-    """The scheduler's writer (repro_times.TimesLog) and this reader agree on the format."""
+    """The scheduler's writer (times.TimesLog) and this reader agree on the format."""
     times = TimesLog(tmp_path / "logs" / "times.jsonl", jobs=2, targets=[])
     times.stage("pipelines/ban/dvc.yaml:train-ban", "ran", 1000.0, 1090.0, 90.0)
     times.stage("extract_regions", "failed", 1000.0, 1030.0, 30.0)

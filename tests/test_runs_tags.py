@@ -10,7 +10,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from crossmodal import paths, tracking
-from crossmodal.config import load
+from crossmodal.config.loader import load
 from crossmodal.reports.runs import TAGS, paper_filter, paper_view_url, run_tags, tag_runs
 
 XLAN = ("xlan", "xlan_seed1", "xlan_enc1", "xlan_scst", "xlan_ensemble")  # owned by the xlan section
@@ -142,7 +142,7 @@ def test_a_run_missing_from_the_store_or_a_file_without_run_id_is_a_warning(cfg,
 
 def test_the_default_store_is_the_pipelines_and_none_is_created(cfg, store, tmp_path, monkeypatch, capsys):
     root, uri, _, ids = store
-    monkeypatch.setenv("DVC_ROOT", str(root))  # config.origin_root: where the pipeline's runs go
+    monkeypatch.setenv("DVC_ROOT", str(root))  # config.loader.origin_root: where the pipeline's runs go
     assert tag_runs(cfg, root) == len(SYSTEMS)
     assert client_for(uri).get_run(ids["xlan"]).data.tags["paper"] == "xlan"
 

@@ -28,7 +28,8 @@ import pytest
 import torch
 import yaml
 
-from crossmodal import config, paths
+from crossmodal import paths
+from crossmodal.config.loader import load
 from crossmodal.data.karpathy import read_karpathy
 from crossmodal.data.regions import write_region_file
 from crossmodal.features.backbone import load_backbone
@@ -130,7 +131,7 @@ def repo(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def cfg(repo):
-    return config.load(repo / "params.yaml")
+    return load(repo / "params.yaml")
 
 
 @pytest.fixture

@@ -5,15 +5,16 @@ import numpy as np
 import pytest
 import torch
 
-from crossmodal.config import Config, build
+from crossmodal.config.loader import Config, build
 from crossmodal.data.inputs import Padded
 from crossmodal.decoding.search import beam_search, greedy_decode
 from crossmodal.io import InputError
 from crossmodal.metrics.cider import CiderD
 from crossmodal.models.updown import UpDown
-from crossmodal.training import scst
-from crossmodal.training.scst import advantages, beam_candidates, self_critical_batch, self_critical_loss, token_mask
-from crossmodal.training.xe import with_eos
+from crossmodal.tasks.objectives import scst
+from crossmodal.tasks.objectives.scst import (advantages, beam_candidates, self_critical_batch, self_critical_loss,
+                                            token_mask)
+from crossmodal.tasks.objectives.xe import with_eos
 
 WORDS = ["<pad>", "<bos>", "<eos>", "<unk>", "a", "b", "c", "d"]
 

@@ -308,7 +308,7 @@ def test_narrow_beam_matches_plain_python_beam_search(beam, two_inputs):
 
 def test_many_seeds_match_reference_beam():
     # long-lived beams that swap parents often: a wrong reorder of state or parent index shows up here. With
-    # `all_beams` every final hypothesis comes back best first (SCST's beam candidates, training/scst.py).
+    # `all_beams` every final hypothesis comes back best first (SCST's beam candidates, tasks/objectives/scst.py).
     v, length = 7, 5
     inputs = one_image(v)
     for seed in range(12):

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from crossmodal.config import ScheduledSamplingConfig, TrainConfig
-from crossmodal.training.schedules import base_lr, lr_multiplier, make_scheduler, scheduled_sampling_prob
+from crossmodal.config.training import ScheduledSamplingConfig, TrainConfig
+from crossmodal.tasks.objectives.xe import scheduled_sampling_prob
+from crossmodal.training.schedules import base_lr, lr_multiplier, make_scheduler
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -90,7 +91,7 @@ def _stop_by_loop(curve: list[float], patience: int, min_delta: float) -> int:
 
 @pytest.mark.parametrize("patience, min_delta", [(0, 0.0), (1, 0.0), (3, 0.0), (3, 0.01), (4, 0.02)])
 def test_early_stopping_ends_a_noisy_plateau_as_a_direct_loop_does(patience, min_delta):
-    from crossmodal.training.stopping import EarlyStopping
+    from crossmodal.stopping import EarlyStopping
 
     rising = [0.1 * k for k in range(1, 16)]
     plateau = [1.5 + 0.001 * k if k % 3 == 1 else 1.49 for k in range(25)]  # a new best by a hair every 3 epochs
@@ -109,7 +110,7 @@ def test_early_stopping_ends_a_noisy_plateau_as_a_direct_loop_does(patience, min
 
 
 def test_early_stopping_state_round_trips_so_a_resumed_run_stops_at_the_same_epoch():
-    from crossmodal.training.stopping import EarlyStopping
+    from crossmodal.stopping import EarlyStopping
 
     rule = EarlyStopping(2, 0.01)
     for epoch, value in enumerate([0.5, 0.8, 0.805], 1):
@@ -122,7 +123,7 @@ def test_early_stopping_state_round_trips_so_a_resumed_run_stops_at_the_same_epo
 
 
 def test_early_stopping_never_ends_a_run_on_a_new_best():
-    from crossmodal.training.stopping import EarlyStopping
+    from crossmodal.stopping import EarlyStopping
 
     rule, stopped = EarlyStopping(3, 0.01), None
     curve = [0.5, 0.8, 0.802, 0.804, 0.806, 0.808, 0.807]  # hairline gains after epoch 2, then a dip

@@ -1,9 +1,9 @@
-"""The stage server (crossmodal/stage_server.py): a command it serves ends as it would in its own process, with the
-same output and status; an environment it cannot serve runs in the command's own process; Ctrl-C reaches the
-command, and through a served DVC process, the command of its stage; a client that dies takes the command with it.
-The commands here are a stand-in `crossmodal` package in the working directory, which `python -m crossmodal` imports
-first (the server's child does as well); the pipeline's own stages run through the server in the tests' tiny
-pipeline (tiny_pipeline.py, `python -m crossmodal.repro`)."""
+"""The stage server (crossmodal/pipeline/stage_server.py): a command it serves ends as it would in its own process,
+with the same output and status; an environment it cannot serve runs in the command's own process; Ctrl-C reaches
+the command, and through a served DVC process, the command of its stage; a client that dies takes the command with
+it. The commands here are a stand-in `crossmodal` package in the working directory, which `python -m crossmodal`
+imports first (the server's child does as well); the pipeline's own stages run through the server in the tests' tiny
+pipeline (tiny_pipeline.py, `python -m crossmodal.pipeline.repro`)."""
 from __future__ import annotations
 
 import os
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from crossmodal.stage_client import ENV
-from crossmodal.stage_server import SharedStageServer
+from crossmodal.pipeline.stage_client import ENV
+from crossmodal.pipeline.stage_server import SharedStageServer
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 STAND_IN = """import os, signal, subprocess, sys, time
@@ -32,7 +32,7 @@ sys.exit(int(sys.argv[-1]) if sys.argv[-1].isdigit() else 0)
 """
 SET_BY_IMPORTS = ("TORCHINDUCTOR_CACHE_DIR", "_MLFLOW_TELEMETRY_SESSION_ID")  # set (or unset) by torch and MLflow
 HELPER = f"""import os, sys
-sys.path.insert(0, {str(SRC / "crossmodal")!r})
+sys.path.insert(0, {str(SRC / "crossmodal" / "pipeline")!r})
 from stage_client import HELPERS_ENV, run_on_server
 served = run_on_server(sys.argv[1:], "crossmodal.helper", HELPERS_ENV)  # as tracking.py's worker
 if served is not None:
@@ -40,7 +40,7 @@ if served is not None:
 print("helper parent", os.getppid(), "helpers", os.environ.get(HELPERS_ENV), flush=True)
 """
 # the client as crossmodal/__main__.py runs it, with the real package: the stand-in is first on the child's path
-CLIENT = (f"import sys; sys.path.insert(0, {str(SRC)!r}); from crossmodal.stage_client import run_on_server; "
+CLIENT = (f"import sys; sys.path.insert(0, {str(SRC)!r}); from crossmodal.pipeline.stage_client import run_on_server; "
           "status = run_on_server(sys.argv[1:]); sys.exit(99 if status is None else status)")
 
 
@@ -149,16 +149,16 @@ def _ancestors(pid: int) -> list[int]:
 
 
 def test_a_served_dvc_process_runs_its_stage_and_ctrl_c_reaches_the_stages_command(served):
-    """`python -m crossmodal.stage_server --dvc` (how `python -m crossmodal.repro` runs each stage): DVC forked by
-    the server runs and records the stage; Ctrl-C, which DVC ignores while a command runs, reaches the command
-    through the process group the DVC process leads, and DVC records nothing."""
+    """`python -m crossmodal.pipeline.stage_server --dvc` (how `python -m crossmodal.pipeline.repro` runs each stage):
+    DVC forked by the server runs and records the stage; Ctrl-C, which DVC ignores while a command runs, reaches
+    the command through the process group the DVC process leads, and DVC records nothing."""
     work, env, server = served
     bin_env = {**env, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"}  # unserved: another PATH
     subprocess.run(["dvc", "init", "--no-scm", "-q"], cwd=work, env=bin_env, check=True)
     (work / "dvc.yaml").write_text("stages:\n" + "".join(f"  {name}: {{cmd: {sys.executable} -m crossmodal {args} > "
                                                          f"{name}.txt, outs: [{name}.txt]}}\n"
                                                          for name, args in (("done", "a 0"), ("wait", "wait"))))
-    launch = (f"import sys; sys.path.insert(0, {str(SRC)!r}); from crossmodal.stage_server import run_dvc; "
+    launch = (f"import sys; sys.path.insert(0, {str(SRC)!r}); from crossmodal.pipeline.stage_server import run_dvc; "
               "sys.exit(run_dvc(sys.argv[1:]))")  # `python -m crossmodal` here is the stand-in
     dvc = lambda *args: subprocess.run(["dvc", *args], cwd=work, env=bin_env, capture_output=True,  # noqa: E731
                                        text=True)

@@ -15,7 +15,7 @@ from crossmodal.models.base import Captioner
 from crossmodal.models.convcap import ConvCap
 from crossmodal.models.registry import build_model, model_class
 from crossmodal.models.softatt import SoftAttention
-from crossmodal.training.xe import sequence_loss
+from crossmodal.tasks.objectives.xe import sequence_loss
 
 VOCAB, FEAT = 9, 6
 MASK = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 0, 0, 0], [1, 1, 1, 0, 0]], dtype=torch.bool)

@@ -12,9 +12,10 @@ import yaml
 
 from crossmodal.io import InputError
 from crossmodal.reports.claims import HOLDS, PENDING, SEEDS, UNCLEAR, UNTESTABLE, WORLD, ClaimResult, ClaimsPage
-from crossmodal.reports.tables import (REFERENCE_HEADING, STATUS_BEGIN, STATUS_END, WIDTH, build_index, build_paper,
-                                       build_status, build_table, load_table, load_tables, replace_status, status_block,
-                                       summary_name)
+from crossmodal.reports.index_page import (STATUS_BEGIN, STATUS_END, build_index, build_status, replace_status,
+                                           status_block)
+from crossmodal.reports.table_builder import REFERENCE_HEADING, WIDTH, build_paper, build_table, summary_name
+from crossmodal.reports.table_schema import load_table, load_tables
 
 PAPER_TABLES = Path(__file__).resolve().parents[1] / "src" / "crossmodal" / "reports" / "paper_tables"
 XLAN_VARIANTS = {"updown", "xlan_dec", "xlan_enc1", "xlan_enc2", "xlan_enc3", "xlan_enc4", "xlan"}
@@ -804,7 +805,7 @@ def test_a_row_with_several_seeds_shows_their_mean_sd_and_n_and_waits_for_all(tm
 
 
 def test_the_status_names_consecutive_tables_as_a_range():
-    from crossmodal.reports.tables import _table_labels
+    from crossmodal.reports.index_page import _table_labels
 
     assert _table_labels(["Table 1", "Table 2", "Table 3"]) == "Tables 1–3"
     assert _table_labels(["Table 1", "Table 3", "Table 4"]) == "Table 1, Table 3, Table 4"

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from crossmodal import tracking
-from crossmodal.config import origin_root
+from crossmodal.config.loader import origin_root
 
 
 @pytest.fixture

@@ -4,10 +4,10 @@ from types import SimpleNamespace
 import torch
 from captioning_checks import assert_learns_tiny_task, region_inputs
 
-from crossmodal.config import TrainConfig
+from crossmodal.config.training import TrainConfig
 from crossmodal.models.registry import build_model
 from crossmodal.modules.additive import AdditiveAttention
-from crossmodal.training.xe import sequence_loss
+from crossmodal.tasks.objectives.xe import sequence_loss
 
 
 def test_additive_attention_matches_direct_computation():

@@ -14,7 +14,7 @@ import torch
 import yaml
 
 from crossmodal import paths
-from crossmodal.config import from_data, repo_root
+from crossmodal.config.loader import build, from_data, repo_root
 from crossmodal.data.captions import load_labels, load_vocabulary
 from crossmodal.data.coco import read_coco_captions
 from crossmodal.data.feature_sets import SplitInputs
@@ -22,7 +22,6 @@ from crossmodal.data.regions import RegionFeatures
 from crossmodal.data.video import item_id, read_msrvtt, read_msvd
 from crossmodal.io import InputError
 from crossmodal.models.hoca import HOCAArgs, LowRankHOCACaptioner
-from crossmodal.config import build
 from crossmodal.pipelines import spine_stages
 from crossmodal.stages import extract_video, hoca_cost, prepro_video, synthesize_video
 

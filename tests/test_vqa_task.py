@@ -14,7 +14,9 @@ import torch
 from torch.nn import functional as F
 
 from crossmodal import paths
-from crossmodal.config import SplitSizes, TrainConfig, WorldConfig, from_data
+from crossmodal.config.data import SplitSizes, WorldConfig
+from crossmodal.config.loader import from_data
+from crossmodal.config.training import TrainConfig
 from crossmodal.data.regions import write_region_file
 from crossmodal.data.vqa import (QUESTION_PAD, annotations_file, answer_vocabulary, load_vqa_split, preprocess_vqa,
                                  questions_file, read_vqa, soft_scores, tokenize_question)
@@ -154,7 +156,8 @@ def test_prepro_vqa_reads_vqa_v2_from_its_download_under_the_real_profile(vqa, t
     import shutil
 
     from crossmodal import paths
-    from crossmodal.config import Config, VqaConfig
+    from crossmodal.config.data import VqaConfig
+    from crossmodal.config.loader import Config
     from crossmodal.io import InputError
     from crossmodal.stages import prepro_vqa
 

@@ -8,7 +8,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from crossmodal.config import SplitSizes, WorldConfig
+from crossmodal.config.data import SplitSizes, WorldConfig
 from crossmodal.data.vqa import answer_vocabulary, read_vqa, read_vqa_questions, soft_score
 from crossmodal.metrics.vqa import normalize_answer
 from crossmodal.worlds import image_world

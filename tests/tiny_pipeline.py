@@ -1,10 +1,10 @@
 """The tests' tiny pipeline: the whole pipeline on tiny params, built once per pytest session and shared.
 
-`shared_build` runs the README's first command, `python -m crossmodal.repro --jobs 2` (`dvc repro` per stage, two at a
-time), in a temporary copy of the repository, with every stage process's imports traced (import_trace/). Under
-pytest-xdist the first worker that asks builds it while any other waits on a file lock; the build is never changed
-afterwards. A test module works on its own copy (`copy_build`, the `tiny_repo` fixture in conftest.py), so the
-modules that rerun stages (test_pipeline_*.py) can run on both workers at once.
+`shared_build` runs the README's first command, `python -m crossmodal.pipeline.repro --jobs 2` (`dvc repro` per
+stage, two at a time), in a temporary copy of the repository, with every stage process's imports traced
+(import_trace/). Under pytest-xdist the first worker that asks builds it while any other waits on a file lock; the
+build is never changed afterwards. A test module works on its own copy (`copy_build`, the `tiny_repo` fixture in
+conftest.py), so the modules that rerun stages (test_pipeline_*.py) can run on both workers at once.
 """
 from __future__ import annotations
 
@@ -72,9 +72,10 @@ def environment(repo: Path) -> dict:
 @contextlib.contextmanager
 def serve_stages(repo: Path):
     """While the block runs, the stages that `run` starts in `repo` (by `dvc repro` and queued experiments too) are
-    forked by a stage server (crossmodal/stage_server.py), as `python -m crossmodal.repro` gives its own: each
-    skips importing torch and MLflow. A run whose environment differs (an import trace) runs its stages alone."""
-    from crossmodal.stage_server import SharedStageServer
+    forked by a stage server (crossmodal/pipeline/stage_server.py), as `python -m crossmodal.pipeline.repro` gives
+    its own: each skips importing torch and MLflow. A run whose environment differs (an import trace) runs its
+    stages alone."""
+    from crossmodal.pipeline.stage_server import SharedStageServer
 
     with SharedStageServer(environment(repo)) as server:
         _SERVERS[repo] = server.env
@@ -193,7 +194,7 @@ class Build(NamedTuple):
 
     @property
     def log(self) -> Path:
-        """What the build's `python -m crossmodal.repro` printed."""
+        """What the build's `python -m crossmodal.pipeline.repro` printed."""
         return self.traces.parent / "repro.out"
 
 
@@ -205,8 +206,9 @@ def _build(build: Build) -> None:
     run(repo, sys.executable, "-m", "crossmodal", "pipelines")
     run(repo, "git", "init", "-q")
     commit_all(repo, "tiny")
-    out = run(repo, sys.executable, "-m", "crossmodal.repro", "--jobs", "2", trace=build.traces,  # the README's
-              timeout=1800).stdout  # first command: about 280 s alone on a 2-core AVX2 machine, 530 s beside a worker
+    # the README's first command: about 280 s alone on a 2-core AVX2 machine, 530 s beside a worker
+    out = run(repo, sys.executable, "-m", "crossmodal.pipeline.repro", "--jobs", "2", trace=build.traces,
+              timeout=1800).stdout
     build.log.write_text(out)
     commit_all(repo, "repro")
 

@@ -1,8 +1,8 @@
 import sys
 
-from .stage_client import run_on_server
+from .pipeline.stage_client import run_on_server
 
-status = run_on_server(sys.argv[1:])  # None: no stage server to run it (stage_server.py)
+status = run_on_server(sys.argv[1:])  # None: no stage server to run it (pipeline/stage_server.py)
 if status is None:
     from .cli import main
 

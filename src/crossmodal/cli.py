@@ -4,7 +4,7 @@ The commands are the modules of `crossmodal.stages` that define `run(cfg, root, 
 the command `extract-regions`. A stage module declares its command-line arguments in a module-level literal
 `ARGUMENTS = {"--flag": "help"}` (required strings; `OPTIONAL` names those that may be left out), which this module
 reads from the file's syntax tree without importing it. Adding a stage therefore edits no file here, and no other
-stage's code closure (closures.py) changes.
+stage's code closure (pipeline/closures.py) changes.
 
 Each stage command loads and validates params.yaml and runs its module, imported by name so that a stage's code
 closure holds only what that command runs. Bad input (params, missing or corrupt files) prints one line
@@ -18,7 +18,7 @@ import importlib
 import sys
 from pathlib import Path
 
-from . import config as config_mod
+from .config.loader import load, repo_root
 from .environment import pin_kernel_paths
 from .io import InputError
 
@@ -57,8 +57,8 @@ def main(argv: list[str] | None = None) -> int:
                                              help="exit 1 if a stage file differs from its params")
     args = parser.parse_args(argv)
     try:
-        cfg = config_mod.load(args.params)
-        root = config_mod.repo_root()
+        cfg = load(args.params)
+        root = repo_root()
         pin_kernel_paths(cfg.compute.portable)  # before any stage module imports torch
         if args.command == "pipelines":  # by name too: no stage depends on the generator
             return importlib.import_module("crossmodal.pipelines").write_pipelines(cfg, root, check=args.check)

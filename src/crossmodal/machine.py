@@ -5,7 +5,7 @@ EPYC that made the first results and a Zen 5 EPYC both call themselves "AMD EPYC
 and stepping tell the generations apart; the flags say which kernel paths torch can take (AVX2, AVX-512,
 native bf16, AMX), which is what makes one CPU faster, or give other bits, than another.
 
-No torch import: `python -m crossmodal.repro` and the benchmarks' calibration helper read this before (or
+No torch import: `python -m crossmodal.pipeline.repro` and the benchmarks' calibration helper read this before (or
 without) starting torch; environment.py records it in every stage's environment block.
 """
 from __future__ import annotations

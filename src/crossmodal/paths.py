@@ -22,7 +22,6 @@ CAPTIONS = Path("data/processed/captions")
 VQA = Path("data/processed/vqa")  # questions, answers and soft targets as arrays (stage prepro_vqa)
 GROUNDING = Path("data/processed/grounding")  # sentences, phrases and entity boxes as arrays (prepro_grounding)
 VIDEO = Path("data/processed/video")  # per video dataset, what CAPTIONS holds for images (stage prepro_video)
-IMAGES = CAPTIONS / "images.json"  # every image of the split file: id, path, split
 EXAMPLES = CAPTIONS / "examples"  # the qualitative examples: examples.json and a copy of each image
 BACKBONE = Path("data/models/backbone.pt")
 FEATURES = Path("data/features")
@@ -54,7 +53,7 @@ def world_annotations(split: str) -> Path:
 
 
 def corpus(name: str = "images") -> Path:
-    """The processed captions of a corpus (config.CORPORA): the image world's, or one video dataset's."""
+    """The processed captions of a corpus (config.data.CORPORA): the image world's, or one video dataset's."""
     return CAPTIONS if name == "images" else VIDEO / name
 
 
@@ -85,7 +84,7 @@ def features(name: str) -> Path:
 
 
 def code(closure_key: str) -> Path:
-    """The file listing a code closure's files and their MD5s (closures.py), a stage's only code dependency."""
+    """The file listing a code closure's files and their MD5s (pipeline/closures.py), a stage's only code dependency."""
     return CODE / f"{closure_key}.txt"
 
 

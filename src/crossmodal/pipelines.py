@@ -11,10 +11,10 @@ Exact dependencies. A stage depends on the params it reads (a system: each value
 takes, at the key path where it is stated along its `of` chain, and its model's keys when it continues another
 system; `evaluation`, `compute`, `profile`, its vocabulary), through one file, `data/params/[<paper>/]<stage>.json`,
 that the `params` stage writes with those values (stages/params.py); and on the code its command runs, its import
-closure (closures.py), through one file, `data/code/<closure key>.txt`, that the `code` stage writes with the MD5 of
-each file of the closure. A change reruns exactly the stages whose values file or closure it changes (after `params`
-or `code`, a second each); a file no closure imports reruns nothing. `runtime` is read by every stage but is in no
-values file: it cannot change results.
+closure (pipeline/closures.py), through one file, `data/code/<closure key>.txt`, that the `code` stage writes with
+the MD5 of each file of the closure. A change reruns exactly the stages whose values file or closure it changes
+(after `params` or `code`, a second each); a file no closure imports reruns nothing. `runtime` is read by every
+stage but is in no values file: it cannot change results.
 
 Run-cache. Every stage but three kinds is one DVC's run-cache can restore (a fresh clone that shares the machine's
 DVC cache, scripts/setup.sh, restores a finished stage instead of running it): git-tracked JSON outputs are declared
@@ -32,9 +32,12 @@ from pathlib import Path
 
 import yaml
 
-from . import closures, manifests, paths
-from .config import PAPERS, VIDEO_DATASETS, VIDEO_MODALITIES, Config
+from . import paths
+from .config.data import VIDEO_DATASETS
+from .config.features import VIDEO_MODALITIES
+from .config.loader import PAPERS, Config
 from .io import InputError, load_yaml, write_text
+from .pipeline import closures, manifests
 
 PARAMS_FILE = "params.yaml"  # the params file, which DVC reads by default
 HEADER = ("# Written by `python -m crossmodal pipelines` from params.yaml and the code's imports: do not edit by hand.\n"
@@ -154,7 +157,8 @@ def spine_stages(cfg: Config) -> dict:
     from .reports.attention import MECHANISMS, reads
     from .reports.claims import CLAIMS, CLAIMS_JSON, SPREAD
     from .reports.figures import FIGURES, PLOTS
-    from .reports.tables import summary_name, table_file
+    from .reports.table_builder import summary_name
+    from .reports.table_schema import table_file
 
     tabled = [p for p in PAPERS if cfg.paper(p).tables]
     drawn = {p: files for p in MECHANISMS if (files := reads(cfg, p))}  # the attention figures' systems and files
@@ -178,7 +182,7 @@ def spine_stages(cfg: Config) -> dict:
 
 
 def manifest(folder: Path) -> str:
-    """A world folder's manifest (manifests.py): the stage that writes the folder writes it too, and the stages
+    """A world folder's manifest (pipeline/manifests.py): the stage that writes the folder writes it too, and the stages
     that read the whole folder depend on it, so that DVC walks the folder once per repro, not once per reader."""
     return str(manifests.path_of(folder))
 
@@ -315,9 +319,9 @@ def _model_data(cfg: Config, name: str) -> list:
 
 
 def objective_module(system) -> list[str]:
-    """The objective module a captioning system's task loads by name (training/xe.py, training/scst.py); the other
+    """The objective module a captioning system's task loads by name (tasks/objectives/xe.py, scst.py); the other
     tasks have their loss in their own module."""
-    return [f"training.{system.objective}"] if system.task == "captioning" else []
+    return [f"tasks.objectives.{system.objective}"] if system.task == "captioning" else []
 
 
 def _system_outs(name: str) -> tuple[list, list]:
@@ -392,7 +396,7 @@ def hoca_cost_stage(cfg: Config) -> dict:
         "python -m crossmodal hoca-cost", ["profile", "compute", "hoca_cost",
                                            *grouped(cfg, _dedupe([k for s in measured for k in cfg.sources(s)]))],
         [*_dedupe([str(d) for s in measured for d in _model_data(cfg, s)]),
-         *stage_code("hoca_cost", "tasks.captioning", "training.xe", "models.hoca")], [],
+         *stage_code("hoca_cost", "tasks.captioning", "tasks.objectives.xe", "models.hoca")], [],
         [paths.METRICS / f"{row}.json" for row in rows], wdir="../..")}
 
 
@@ -402,7 +406,8 @@ STUDIES = {"hoca": (hoca_figures_stage, hoca_cost_stage)}
 
 def tables_stage(cfg: Config, paper: str) -> dict:
     from .reports.claims import seed_groups
-    from .reports.tables import load_tables, summary_name, table_file
+    from .reports.table_builder import summary_name
+    from .reports.table_schema import load_tables, table_file
 
     tables = load_tables(list(cfg.paper(paper).tables))
     built = set(cfg.systems()) | set(cfg.ensembles()) | set(cfg.measured_rows())

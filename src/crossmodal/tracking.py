@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .config import origin_root, repo_root
+from .config.loader import origin_root, repo_root
 
 EXPERIMENT = "crossmodal-repro"
 RUNS_VIEW = "crossmodal-runs"  # the key of the view (`?viewStateShareKey=`), kept as an experiment tag
@@ -181,7 +181,7 @@ def _serve() -> None:
 
 
 if __name__ == "__main__":
-    from .stage_client import HELPERS_ENV, run_on_server
+    from .pipeline.stage_client import HELPERS_ENV, run_on_server
 
     served = run_on_server(sys.argv[1:], "crossmodal.tracking", HELPERS_ENV)  # forked with MLflow imported
     if served is not None:

@@ -10,7 +10,7 @@ Two sets were published:
   `trainval/`, the Karpathy train split cut into `.0` / `.1` parts;
 - fixed, 36 boxes per image (`trainval_36.zip`): `FIXED_TRAINVAL_FILES` under `trainval_36/`.
 
-(The box ranges per set live in `config.PUBLISHED_REGIONS`; `convert_butd_tsv` takes one as `expected_boxes`.)
+(The box ranges per set live in `config.features.PUBLISHED_REGIONS`; `convert_butd_tsv` takes one as `expected_boxes`.)
 
 Lines are hundreds of KB and files many GB, so everything streams line by line (bytes, split on tabs: no
 `csv` module and its field-size limit) and `convert_butd_tsv` appends into one region file through

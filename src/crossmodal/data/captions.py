@@ -34,7 +34,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from ..config import CaptionsConfig
+from ..config.data import CaptionsConfig
 from .hdf5 import refuse_outside_data
 from ..io import InputError, atomic_path, read_json, write_json
 from .karpathy import KarpathyImage, by_split

@@ -67,7 +67,7 @@ from typing import Sequence
 
 from tqdm import tqdm
 
-from crossmodal.config import RemoteFile
+from crossmodal.config.data import RemoteFile
 from crossmodal.io import InputError, write_json, write_text
 
 CHUNK_BYTES = 1 << 20

@@ -24,7 +24,7 @@ Vocabulary: the `words` (K) most frequent words of the training captions (tokeni
 COCO; the synthetic world has fewer words, so K is sized for it in params.yaml.
 
 Training: Adam, at most `epochs` epochs, the epoch with the best validation mAP kept (test is never looked at while
-training); with `patience` > 0 the run ends by the trainer's early-stopping rule (training/stopping.py) on
+training); with `patience` > 0 the run ends by the trainer's early-stopping rule (stopping.py) on
 validation mAP: `patience` epochs without a gain of more than `min_delta`, never on a new best. Patience 0 runs
 every epoch, as Fang et al.'s fixed schedule. Evaluation on test: precision@k (the mean over images of the share
 of the `top_k` detected words that occur in the image's captions) and mAP (the mean over words with a positive
@@ -52,12 +52,12 @@ from torch import nn
 from torch.nn import functional as F
 from tqdm import tqdm
 
-from ..config import AttributesConfig
+from ..config.features import AttributesConfig
 from ..data.captions import sentence_tokens
 from ..data.karpathy import KarpathyImage
 from ..data.regions import write_region_file
 from ..io import InputError
-from ..training.stopping import BestWeights
+from ..stopping import BestWeights
 from .grid import grid_features
 
 EVAL_BATCH = 128

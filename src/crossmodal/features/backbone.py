@@ -32,7 +32,8 @@ from PIL import Image
 from torch import nn
 from tqdm import tqdm
 
-from ..config import BackboneConfig, to_dict
+from ..config.features import BackboneConfig
+from ..config.loader import to_dict
 from ..io import InputError, load_torch, read_json, save_torch
 
 BACKGROUND = "__background__"

@@ -16,7 +16,7 @@ import torch
 from torch.nn import functional as F
 from tqdm import tqdm
 
-from ..config import GridConfig
+from ..config.features import GridConfig
 from ..data.regions import write_region_file
 from .backbone import load_backbone, load_images, read_scene_graphs
 

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from ..config import RegionsConfig
+from ..config.features import RegionsConfig
 from ..data.regions import write_region_file
 from ..io import InputError
 from .backbone import ATTRIBUTE_GROUPS, BACKGROUND, load_backbone, load_images, read_scene_graphs

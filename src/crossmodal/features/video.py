@@ -37,9 +37,9 @@ from torch import nn
 from torch.nn import functional as F
 from tqdm import tqdm
 
-from ..config import VIDEO_MODALITIES as MODALITIES, VideoFeatureConfig  # params `video.features`
+from ..config.features import VIDEO_MODALITIES as MODALITIES, VideoFeatureConfig  # params `video.features`
 from ..data.video_files import DecodedClip
-from ..training.stopping import BestWeights
+from ..stopping import BestWeights
 from ..worlds.video_world import ACTIONS, COLORS, DIRECTION_WORDS, MATERIALS, PLACES, SHAPES
 
 LABEL_GROUPS: dict[str, dict[str, tuple[str, ...]]] = {
@@ -143,7 +143,7 @@ def train_extractor(modality: str, inputs: Sequence[torch.Tensor], targets: Sequ
 
     With `cfg.patience` > 0 each epoch is validated on `val` (the val clips' inputs and targets) by the mean of the
     label groups' accuracies (`group_accuracy`), the run ends by the trainer's early-stopping rule
-    (training/stopping.py) after at most `cfg.epochs` epochs, and the best epoch's weights are kept; the curve
+    (stopping.py) after at most `cfg.epochs` epochs, and the best epoch's weights are kept; the curve
     adds `val_mean_accuracy` and `best_epoch`. With patience 0 every epoch runs and the last is kept."""
     if cfg.patience and val is None:
         raise ValueError("early stopping (patience > 0) needs the val clips")

@@ -8,7 +8,7 @@ as None with a status saying why, and Spice is never constructed.
 METEOR's JVM takes seconds to load its paraphrase table (8-10 s and as many CPU-seconds on a 2-core machine), so
 one METEOR process is kept per Python process and reused by every evaluation (it is stateless between EVAL
 requests). Where `CROSSMODAL_METEOR` names a shared scorer's socket (metrics/meteor_server.py: `python -m
-crossmodal.repro` runs one for all its stages), the scoring requests go there instead, to the same jar with the
+crossmodal.pipeline.repro` runs one for all its stages), the scoring requests go there instead, to the same jar with the
 same arguments and the same lines in the same order, so the scores are the same; if it cannot be reached, the
 process starts its own.
 """

@@ -1,4 +1,4 @@
-"""One METEOR scorer for every stage of a `python -m crossmodal.repro` run.
+"""One METEOR scorer for every stage of a `python -m crossmodal.pipeline.repro` run.
 
 METEOR 1.5's JVM loads its paraphrase table each time it starts: 8-10 s and as many CPU-seconds on a 2-core machine,
 once per stage that scores captions (every captioning training stage, the ensembles, the reference points). The

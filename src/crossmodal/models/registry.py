@@ -14,11 +14,13 @@ from __future__ import annotations
 import difflib
 import importlib
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..config import build
+from torch import nn
+
+from ..config.loader import build
 from ..io import InputError, load_torch
 from .base import Captioner
 
@@ -79,18 +81,23 @@ def model_class(model_name: str, task: str = "captioning") -> type:
     return cls
 
 
-def build_model(where: str, variant: ModelSpec, vocab_size: int, input_dims: Mapping[str, int]) -> Captioner:
-    """The captioner of the system at params key path `where` (errors name it): `variant.model` built from
-    `variant.model_args`, with the feature size of each named input it consumes in `input_dims`."""
-    cls = _find(variant.model)
+def build_model(where: str, variant: ModelSpec, vocab_size: int, input_dims: Mapping[str, int],
+                task: str = "captioning", sizes: Sequence[int] = ()) -> nn.Module:
+    """The freshly initialised network of the system at params key path `where` (errors name it) for `task`: the
+    class of `variant.model` for it (`MODEL`, or `MODELS[task]`) built from `variant.model_args` as
+    `cls(args, vocab_size, *sizes, input_dims)`, `sizes` the task's own (VQA: the number of answers), `input_dims`
+    the feature size of each named input. Every task builds its network here (a task whose embedding starts from word
+    vectors loads them after: tasks/), and so does every reader of a trained captioner. A captioner must find each
+    input it consumes in `input_dims`; the other tasks' networks also read inputs their task makes (the question)."""
+    cls = _find(variant.model, task)
     if cls is None:
-        raise InputError(f"params.yaml: '{where}.model' is {_unknown(variant.model)}")
+        raise InputError(f"params.yaml: '{where}.model' is {_unknown(variant.model, task)}")
     args = build(cls.Args, variant.model_args, f"{where}.model_args")
-    missing = [input_name for input_name in cls.consumes(args) if input_name not in input_dims]
+    missing = [name for name in cls.consumes(args) if name not in input_dims] if task == "captioning" else []
     if missing:
         raise InputError(f"params.yaml: '{where}': model {variant.model!r} consumes input(s) "
                          f"{', '.join(missing)}, which the system does not provide (it has: {', '.join(input_dims)})")
-    return cls(args, vocab_size, input_dims)
+    return cls(args, vocab_size, *sizes, input_dims)
 
 
 def read_model_file(path: Path, stage: str) -> tuple[bytes, dict]:

@@ -52,7 +52,7 @@ from matplotlib.patches import Rectangle
 from PIL import Image
 
 from .. import paths
-from ..config import REAL_DATA
+from ..config.data import REAL_DATA
 from ..io import InputError, atomic_path, read_json
 from .figures import DPI, drawn
 

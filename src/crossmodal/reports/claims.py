@@ -1,6 +1,6 @@
 """The papers' claims tested over seeds: the verdicts and the page `reports/claims.md`.
 
-A claim (a transcribed table's `claims:`, tables.py) says that system `better` beats system `worse` on a metric. Each
+A claim (a table's `claims:`, table_schema.py) says that system `better` beats system `worse` on a metric. Each
 side is measured as the seed group of its system (`seed_groups`): the system and every system that differs from it
 only by `train.seed` (and, for an SCST system, by `init`, the same cross-entropy system under another seed). An
 ensemble is one run. A side's values are the test metric of each run in `<metrics_dir>/<system>.json`, on the paper's
@@ -39,7 +39,8 @@ import numpy as np
 
 from crossmodal.io import InputError, read_json
 from crossmodal.reports.power import N_CAP, POWER, mde, runs_to_decide
-from crossmodal.reports.tables import Claim, PaperTable, _decimals_of, _md_row, _profile_line, _Results
+from crossmodal.reports.results import Results, decimals_of, md_row, profile_line
+from crossmodal.reports.table_schema import Claim, PaperTable
 
 CONFIDENCE = 0.95
 # Paths here, not in paths.py: every training stage's code closure holds paths.py, and a page of the index must not
@@ -55,7 +56,7 @@ METRIC_NAMES = {"CIDEr": "CIDEr-D"}  # our metric keys as the reader knows them
 WORLD_NAMES = {"images": "image captioning", "msvd": "video captioning, MSVD-like",
                "msrvtt": "video captioning, MSR-VTT-like", "vqa": "VQA", "grounding": "grounding"}
 # A recipe known to be wrong, as a run's history shows it: SCST whose candidates are multinomial samples logs their
-# reward under this key (training/scst.py REWARD_KEYS["sample"]); the sentence and the evidence the page links.
+# reward under this key (tasks/objectives/scst.py REWARD_KEYS["sample"]); the sentence and the evidence the page links.
 SAMPLED_SCST = "train_CIDEr_sample"
 RECIPE_FLAW = ("SCST from multinomial samples (`train.scst_candidates: sample`) lowers the beam-decoded captions that "
                "the tables score on these worlds", "benchmarks/results/scst.md")
@@ -346,7 +347,7 @@ class _Seeds:
     systems a recipe known to be wrong trained."""
 
     def __init__(self, systems: Systems, metrics_dir: Path):
-        self.systems, self.results, self._spreads = systems, _Results(metrics_dir, set(systems.groups)), {}
+        self.systems, self.results, self._spreads = systems, Results(metrics_dir, set(systems.groups)), {}
 
     def values(self, name: str, metric: str, scale: float, split: str = "test") -> list[float]:
         """The values (x scale) on `split` of the runs of `name`'s seed group that have the metric; none while `name`
@@ -415,12 +416,12 @@ def _ours(name: str, values: list[float]) -> str:
 
 def _printed(value: float, decimals: int | None = None) -> str:
     """A paper's value as it printed it (at least one decimal: 120.0, not 120)."""
-    return f"{value:.{max(1, _decimals_of(value) if decimals is None else decimals)}f}"
+    return f"{value:.{max(1, decimals_of(value) if decimals is None else decimals)}f}"
 
 
 def _paper(claim: Claim) -> str:
     """The paper's two values, better first, and its gap, e.g. "119.8 vs 113.5 (+6.3)"."""
-    decimals = max(1, _decimals_of(claim.paper_better), _decimals_of(claim.paper_worse))
+    decimals = max(1, decimals_of(claim.paper_better), decimals_of(claim.paper_worse))
     gap = _printed(claim.paper_better - claim.paper_worse, decimals)
     return (f"{_printed(claim.paper_better)} vs {_printed(claim.paper_worse)} "
             f"({'+' if not gap.startswith('-') else ''}{gap.replace('-', '−')})")
@@ -439,7 +440,7 @@ def _verdict_cell(claim: Claim, result: ClaimResult, marks: str) -> str:
     if result.reason == SEEDS and result.mde is None:
         return f"{cell}; {result.why}: no minimum detectable effect"
     if result.reason == SEEDS:
-        decimals = max(1, _decimals_of(claim.paper_better), _decimals_of(claim.paper_worse))
+        decimals = max(1, decimals_of(claim.paper_better), decimals_of(claim.paper_worse))
         gap = f"{abs(claim.paper_better - claim.paper_worse):.{decimals}f}"
         needed = ("the paper prints no gap" if claim.paper_better == claim.paper_worse else
                   f"the paper's gap of {gap} needs "
@@ -513,7 +514,7 @@ def build_claims(papers: dict[str, list[PaperTable]], systems: Systems, metrics_
                 cells, marks = _claim_row(claim, seeds, result, cpu_spread, split)
                 entries.append(_entry(paper, table, claim, split, result, marks))
                 used.update(marks)
-                (apart if result.outcome == UNTESTABLE else rows).append(_md_row(
+                (apart if result.outcome == UNTESTABLE else rows).append(md_row(
                     [tables[0].paper, *cells] if result.outcome == UNTESTABLE else cells))
                 sources += _source(table, claim)
         if sources:
@@ -528,7 +529,7 @@ def build_claims(papers: dict[str, list[PaperTable]], systems: Systems, metrics_
     first = next((t for tables in papers.values() for t in tables), None)
     if first is not None:
         profile_path = metrics_dir / first.data_profile
-        lines += [_profile_line(read_json(profile_path), profile_path, first.dataset), ""]
+        lines += [profile_line(read_json(profile_path), profile_path, first.dataset), ""]
     if (environment := seeds.results.environment_line()) is not None:
         lines += [environment, ""]
     spreads = _world_spreads(papers, seeds)
@@ -614,7 +615,7 @@ def _entry(paper: str, table: PaperTable, claim: Claim, split: str, result: Clai
     pending), `reason` the kind (seeds, recipe, world) and evidence of an undecided or untestable verdict, `notes`
     the page's footnotes on the row (pooled, cpu, recipe)."""
     verdict = result.verdict
-    decimals = max(1, _decimals_of(claim.paper_better), _decimals_of(claim.paper_worse))
+    decimals = max(1, decimals_of(claim.paper_better), decimals_of(claim.paper_worse))
     reason = None if result.reason is None else {
         "kind": result.reason, "why": result.why, "link": result.link, "mde": _number(result.mde),
         "runs_needed": result.runs_needed}

@@ -51,18 +51,17 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 from PIL import Image
 
-from .. import closures
+from ..pipeline import closures
 from ..io import InputError, atomic_path, read_json, write_text
 from ..drawing import png_bytes
 
 SCALE = 100  # the tables' scale of caption metrics (tasks/captioning.py SCALE; not imported: it pulls in torch)
 METRIC = "val_CIDEr"  # the validation metric the best epoch maximises (tasks/captioning.py Captioning.metric)
-METRIC_LABEL = "validation CIDEr-D (x100)"
 METRICS = {METRIC: ("validation CIDEr-D (x100)", "CIDEr-D (x100)"),  # each task's metric: (axis label, short)
            "val_score": ("validation VQA score (x100)", "VQA score (x100)"),  # tasks/vqa.py
            "val_recall": ("validation R@1 (x100)", "R@1 (x100)")}  # tasks/grounding.py
 REWARDS = {"train_CIDEr_sample": "reward: sampled captions", "train_CIDEr_beam": "reward: beam candidates",
-           "train_CIDEr_greedy": "reward: greedy (baseline)"}  # SCST's, as training/scst.py logs them
+           "train_CIDEr_greedy": "reward: greedy (baseline)"}  # SCST's, as tasks/objectives/scst.py logs them
 LOSS, LR = "train_loss", "lr"
 STOPPED = ("patience", "max_epochs")  # the trainer's `stopped_by` values
 
@@ -420,7 +419,7 @@ def overview_png(paper: str, curves: Sequence[Curves], seeds: Mapping[str, Seque
 @lru_cache(maxsize=1)
 def _drawing_digest() -> str:
     """What draws the bytes besides the inputs: this module's source and everything it imports in the package
-    (closures.py), and the versions of the libraries that draw and encode."""
+    (pipeline/closures.py), and the versions of the libraries that draw and encode."""
     import PIL
 
     digest = hashlib.sha256(json.dumps([matplotlib.__version__, PIL.__version__, np.__version__]).encode())

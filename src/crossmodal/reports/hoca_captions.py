@@ -2,7 +2,7 @@
 
 A module of its own so that the `index` stage, which prints the captions, does not import the figures' code and
 what that imports (the video features' readers): a stage's code closure is every module it may import
-(closures.py).
+(pipeline/closures.py).
 """
 from __future__ import annotations
 

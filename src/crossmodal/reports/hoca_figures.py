@@ -42,11 +42,10 @@ from .. import paths
 from ..io import InputError, atomic_path, read_json
 from .attention import recording
 from .figures import DPI, METRIC, SCALE, Curves, draw_group, drawn, from_zero, read_curves
+from .hoca_captions import FIG5, FIG6, FIG7  # their captions live there, for the index
 
-FOLDER = paths.HOCA_FIGURES  # not reports/figures: the index stage owns that folder (a DVC output)
-from .hoca_captions import FIG5, FIG6, FIG7  # noqa: E402 (their captions live there, for the index)
 WORLD = "synthetic video world"
-DATASET_NAMES = {"msvd": "MSVD", "msrvtt": "MSR-VTT"}  # config.VIDEO_DATASETS as the papers write them
+DATASET_NAMES = {"msvd": "MSVD", "msrvtt": "MSR-VTT"}  # config.data.VIDEO_DATASETS as the papers write them
 MSVD_LIKE, MSRVTT_LIKE = f"MSVD-like {WORLD}", f"MSR-VTT-like {WORLD}"
 MODALITIES = ("frames", "motion", "audio")  # β's columns, eq. 19's order (models/hoca.py MODALITIES)
 MODALITY_LABELS = ("image (frames)", "motion", "audio")

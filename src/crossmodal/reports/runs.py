@@ -36,9 +36,9 @@ from pathlib import Path
 from urllib.parse import quote
 
 from crossmodal import paths
-from crossmodal.config import PAPERS, origin_root
+from crossmodal.config.loader import PAPERS, origin_root
 from crossmodal.reports.claims import seed_groups
-from crossmodal.reports.tables import load_tables
+from crossmodal.reports.table_schema import load_tables
 from crossmodal.tracking import tracking_uri
 
 TAGS = ("paper", "table_papers", "table_rows", "seed_group", "seed")  # the tags this module owns
@@ -108,7 +108,7 @@ def _warn(message: str) -> None:
 
 def tag_runs(cfg, root: Path, uri: str | None = None) -> int:
     """Tag the run of every system and ensemble with a metrics file under `root` (run_tags); returns how many runs
-    changed. `uri`: the tracking store (default: the pipeline's `mlflow.db`, config.origin_root, skipped when it
+    changed. `uri`: the tracking store (default: the pipeline's `mlflow.db`, config.loader.origin_root, skipped when it
     does not exist)."""
     ids: dict[str, str] = {}
     wanted = run_tags(cfg)
@@ -176,7 +176,7 @@ def _apply(uri: str, lock: Path | None, runs: dict[str, tuple[str, dict[str, str
 
 
 def main() -> int:
-    from crossmodal.config import load, repo_root
+    from crossmodal.config.loader import load, repo_root
 
     tag_runs(load(), repo_root())
     return 0

@@ -1,5 +1,5 @@
-"""Stage `code`: one file per code closure a stage runs (closures.py), `data/code/<key>.txt`, listing each file
-of the closure with its MD5.
+"""Stage `code`: one file per code closure a stage runs (pipeline/closures.py), `data/code/<key>.txt`, listing each
+file of the closure with its MD5.
 
 Every other stage depends on its closure's file instead of on the ~45 source files of its closure: DVC then
 checks about 70 source files once, here, rather than ~2,000 file dependencies on every `dvc repro`, and a no-op
@@ -19,11 +19,11 @@ import hashlib
 from pathlib import Path
 
 from .. import paths
-from ..closures import closure, roots
 from ..io import InputError, atomic_path, write_text
+from ..pipeline.closures import closure, roots
 from ..pipelines import check_current
 
-ARGUMENTS = {"--closures": "comma-separated code closure keys (closures.py)"}
+ARGUMENTS = {"--closures": "comma-separated code closure keys (pipeline/closures.py)"}
 
 
 def run(cfg, root: Path, args) -> None:

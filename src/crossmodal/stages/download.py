@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from .. import paths
-from ..config import origin_root
+from ..config.loader import origin_root
 from ..io import InputError, write_json
 from .common import progress, real
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .. import manifests, paths
+from .. import paths
+from ..pipeline import manifests
 from .common import progress, real, set_threads, split_file
 
 

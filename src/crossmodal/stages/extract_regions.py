@@ -8,7 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .. import manifests, paths
+from .. import paths
+from ..pipeline import manifests
 from .common import progress, real, set_threads
 
 ARGUMENTS = {"--grounding": "the dataset whose TSVs (Flickr30k's images) join COCO's under profile real"}

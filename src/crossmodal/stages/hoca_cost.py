@@ -22,7 +22,7 @@ from pathlib import Path
 
 
 from .. import paths
-from ..config import repo_root
+from ..config.loader import repo_root
 from ..io import InputError, load_yaml, write_json
 from .common import progress, record_environment, set_threads
 
@@ -42,7 +42,7 @@ def _rss_gib(field: str) -> float:
 def row_config(cfg, params_path: Path, row: str):
     """The config with `row` as a system: its measured system at the paper's model size and batch, trained exactly
     `hoca_cost.epochs` epochs (no early stopping)."""
-    from ..config import from_data
+    from ..config.loader import from_data
 
     cost = cfg.hoca_cost
     system = cost.rows[row]

@@ -58,7 +58,7 @@ def _data(cfg, system: str) -> str:
 def _label(cfg, system: str) -> str:
     """The legend's name of a system: the paper's model name and the system's, e.g. "HOCA-U (hoca_u_msrvtt)" (the
     system's name alone when it is not a HOCA model)."""
-    from ..config import build
+    from ..config.loader import build
     from ..reports.hoca_figures import hoca_label
 
     spec = cfg.model_of(system)

@@ -7,14 +7,14 @@ MLflow run with its paper, table rows and seed. It depends on all of them (and o
 the systems' model files, the example image, the region features), so `dvc repro` at the root rebuilds every stage
 of every paper. It keeps the curve PNGs it drew in data/cache/figures/ and reads the unchanged ones from there next
 time (reports/figures.py): after one system retrains, it draws that system's curves and its paper's overview only. A
-queued experiment's copy reads and adds to its repository's cache (config.origin_root), which the repository's own
-index prunes."""
+queued experiment's copy reads and adds to its repository's cache (config.loader.origin_root), which the repository's
+own index prunes."""
 from __future__ import annotations
 
 from pathlib import Path
 
 from .. import paths
-from ..config import PAPERS, origin_root
+from ..config.loader import PAPERS, origin_root
 from ..io import write_json, write_text
 from ..reports.claims import (CLAIMS, CLAIMS_JSON, SPREAD, ClaimsPage, Systems, build_claims, cross_cpu_spread,
                                seed_groups)
@@ -22,7 +22,9 @@ from ..reports.attention import caption, write_attention_figures
 from ..reports.hoca_captions import CAPTIONS as HOCA_CAPTIONS
 from ..reports.figures import FIGURES, PLOTS, figure_index_lines, write_figures
 from ..reports.runs import tag_runs
-from ..reports.tables import STATUS_PAPERS, build_index, build_status, load_tables, summary_name
+from ..reports.index_page import STATUS_PAPERS, build_index, build_status
+from ..reports.table_builder import summary_name
+from ..reports.table_schema import load_tables
 
 FIGURE_CACHE = Path("data/cache/figures")  # the curve PNGs this stage drew last (reports/figures.py)
 

@@ -7,10 +7,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .. import manifests, paths
+from .. import paths
 from ..data.captions import preprocess
 from ..data.coco import read_coco_captions
 from ..data.karpathy import read_karpathy
+from ..pipeline import manifests
 from .common import real, split_file
 
 

@@ -41,10 +41,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import manifests, paths
+from .. import paths
 from ..data.flickr30k_entities import (ENTITY_TYPES, EntityPhrase, check_splits, phrase_status, read_entity_image,
                                        read_split_ids)
 from ..io import InputError, atomic_path, write_json
+from ..pipeline import manifests
 from .common import real
 
 SPLITS = ("train", "val", "test")

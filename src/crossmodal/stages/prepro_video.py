@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from .. import paths
-from ..config import VIDEO_DATASETS
+from ..config.data import VIDEO_DATASETS
 from ..io import InputError
 from .common import real
 

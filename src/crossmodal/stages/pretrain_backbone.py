@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import manifests, paths
-from ..config import flatten
+from .. import paths
+from ..config.loader import flatten
 from ..io import save_torch, write_json
+from ..pipeline import manifests
 from .common import progress, real, record_environment, set_threads, skipped_under_real_profile
 
 

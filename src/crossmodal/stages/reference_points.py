@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import manifests, paths
+from .. import paths
 from ..data.coco import read_coco_captions
 from ..data.karpathy import read_karpathy
 from ..io import write_json
 from ..metrics.captions import evaluate_captions
 from ..metrics.reference_points import best_constant_caption, human_ceiling
+from ..pipeline import manifests
 from .common import real, record_environment, split_file
 
 

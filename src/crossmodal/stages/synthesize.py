@@ -3,9 +3,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import manifests, paths
-from ..config import REAL_DATA, to_dict
+from .. import paths
+from ..config.data import REAL_DATA
+from ..config.loader import to_dict
 from ..io import atomic_path, write_json
+from ..pipeline import manifests
 from .common import progress, real, record_environment, skipped_under_real_profile
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import manifests, paths
-from ..config import to_dict
+from .. import paths
+from ..config.loader import to_dict
+from ..pipeline import manifests
 from .common import write_task_world
 
 

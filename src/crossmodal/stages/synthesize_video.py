@@ -7,9 +7,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .. import manifests, paths
-from ..config import VIDEO_DATASETS
+from .. import paths
+from ..config.data import VIDEO_DATASETS
 from ..io import atomic_path, write_json
+from ..pipeline import manifests
 from .common import progress, real, record_environment, skipped_under_real_profile
 
 PROFILE = paths.METRICS / "video_profile.json"

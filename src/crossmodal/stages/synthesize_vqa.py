@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import paths
-from ..config import to_dict
+from ..config.loader import to_dict
 from .common import write_task_world
 
 

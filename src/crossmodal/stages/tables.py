@@ -9,7 +9,7 @@ from pathlib import Path
 from .. import paths
 from ..io import InputError
 from ..reports.claims import seed_groups
-from ..reports.tables import build_paper
+from ..reports.table_builder import build_paper
 
 ARGUMENTS = {"--paper": "a paper section of params.yaml",
              "--systems": "comma-separated trained systems whose rows are built"}
@@ -17,7 +17,7 @@ OPTIONAL = ("--systems",)
 
 
 def run(cfg, root: Path, args) -> None:
-    from ..config import PAPERS
+    from ..config.loader import PAPERS
 
     if args.paper not in PAPERS:
         raise InputError(f"unknown paper {args.paper!r}; one of {', '.join(PAPERS)}")

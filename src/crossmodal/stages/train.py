@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import paths
-from ..config import flatten
+from ..config.loader import flatten
 from ..io import InputError, write_json
 from .common import progress, record_environment, set_threads
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import manifests, paths
-from ..config import flatten
+from .. import paths
+from ..config.loader import flatten
 from ..io import write_json
+from ..pipeline import manifests
 from .common import progress, real, record_environment, set_threads, split_file
 
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .. import manifests, paths
+from .. import paths
 from ..io import InputError
+from ..pipeline import manifests
 from .common import real
 
 

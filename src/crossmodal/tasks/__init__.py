@@ -1,1 +1,1 @@
-"""Tasks (captioning; VQA and grounding to come): what each supplies to the shared trainer."""
+"""Tasks (captioning, VQA, grounding): what each supplies to the shared trainer; objectives/: captioning's losses."""

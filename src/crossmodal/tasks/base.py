@@ -1,8 +1,10 @@
 """What a task supplies to the shared trainer (training/trainer.py): its data, model, loss, validation metric
-and outputs. Captioning is built (tasks/captioning.py); VQA and grounding come with BAN, as further modules here.
+and outputs. A task is a module of this package (captioning.py, vqa.py, grounding.py) whose `TASK` is its `Task`
+class; the trainer imports the system's own by name (`make_task`), so a stage's code closure holds only its task.
 
-The trainer owns everything else (seeding, optimiser and schedule, epochs, best-epoch choice by the validation
-metric, checkpoint/resume, distribution, MLflow), so a new task needs no copy of it, of the CLI or of tracking.
+The trainer owns everything else (seeding, optimiser and schedule, epochs, early stopping and the best-epoch choice by
+the validation metric, checkpoint/resume, distribution, MLflow), so a new task needs no copy of it, of the CLI or of
+tracking.
 """
 from __future__ import annotations
 
@@ -14,7 +16,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..config import Config, SystemConfig
+from ..config.loader import Config
+from ..config.training import SystemConfig
 from ..data.feature_sets import Batch
 
 
@@ -27,8 +30,8 @@ class Task(abc.ABC):
     """One trained system's task. `metric` names the validation metric the best epoch maximises.
 
     MLflow shows the metric (its curve and its best value) and the logged values named in `scaled_values` times
-    `metric_scale`: the scale the tables print (captioning ×100; VQA accuracy will be too). The metrics files and
-    what the trainer returns keep the task's own scale."""
+    `metric_scale`: the scale the tables print (×100 for the caption metrics, the VQA score and the grounding
+    recalls). The metrics files and what the trainer returns keep the task's own scale."""
 
     metric: str
     metric_scale: float = 1.0
@@ -47,7 +50,8 @@ class Task(abc.ABC):
 
     @abc.abstractmethod
     def build_model(self) -> nn.Module:
-        """The system's network, freshly initialised (the trainer seeds torch first)."""
+        """The system's network, freshly initialised (the trainer seeds torch first): models/registry.build_model,
+        then the word embedding from word vectors where the system asks."""
 
     @abc.abstractmethod
     def train_size(self) -> int:
@@ -61,7 +65,8 @@ class Task(abc.ABC):
     def loss(self, net, model: nn.Module, rows: np.ndarray, inputs, share
              ) -> tuple[torch.Tensor, dict[str, tuple[float, float]]]:
         """The batch's loss (run the forward pass as `net(fn)`, fn(model) -> outputs, for DDP) and the values to
-        log as (sum, count) pairs; `share(count)` is the loss divisor in a multi-process run."""
+        log as (sum, count) pairs; `share(count)` is the divisor of the summed loss (`count` itself in one
+        process; in several, the count over every rank / their number: training/distributed.py)."""
 
     @abc.abstractmethod
     def start_epoch(self, epoch: int) -> None:
@@ -73,7 +78,8 @@ class Task(abc.ABC):
 
     @abc.abstractmethod
     def test(self, model: nn.Module) -> dict:
-        """Test-split outputs and metrics of the chosen model: {"predictions": ..., "test": {...}}."""
+        """Test-split outputs and metrics of the chosen model: {"predictions": ..., "test": {...}}, and whatever
+        else the task's metrics file holds (VQA: its question types; grounding: the proposals' upper bound)."""
 
     @abc.abstractmethod
     def write_outputs(self, run, result: dict) -> dict:

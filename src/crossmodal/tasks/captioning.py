@@ -6,9 +6,9 @@ Data: the processed captions of the system's vocabulary (`paths.vocabulary`: dat
 for images, data/processed/video/<dataset>/<vocabulary>/ for clips), the named inputs its `inputs` param maps to
 feature sets (data/feature_sets.py), and the corpus's val/test references in COCO layout.
 
-Objectives, each a module loaded by name: cross-entropy (`objective: xe`, training/xe.py) and self-critical
-training (`objective: scst`, training/scst.py: per image `samples_per_image` candidate captions, sampled or the
-best beams, rewarded by CIDEr-D against a baseline).
+Objectives, each a module of tasks/objectives/ loaded by name: cross-entropy (`objective: xe`, objectives/xe.py)
+and self-critical training (`objective: scst`, objectives/scst.py: per image `samples_per_image` candidate
+captions, sampled or the best beams, rewarded by CIDEr-D against a baseline).
 
 Validation metric: CIDEr-D of the val split's captions (`val_CIDEr`), greedy unless `train.val_beam` > 1. Test: beam
 search with the chosen model; coco-caption metrics; outputs are the results file, the COCO server's submission file
@@ -30,7 +30,8 @@ import torch
 from torch import nn
 
 from .. import paths
-from ..config import REAL_DATA, Config
+from ..config.data import REAL_DATA
+from ..config.loader import Config
 from ..data.captions import decode, load_labels, load_vocabulary
 from ..data.coco import read_coco_captions
 from ..data.feature_sets import Batch, SplitInputs, feature_dims, to_device
@@ -86,7 +87,7 @@ class CaptionData:
 class Captioning(Task):
     metric = "val_CIDEr"
     metric_scale = SCALE
-    scaled_values = ("train_CIDEr_sample", "train_CIDEr_beam", "train_CIDEr_greedy")  # SCST's (training/scst.py)
+    scaled_values = ("train_CIDEr_sample", "train_CIDEr_beam", "train_CIDEr_greedy")  # SCST's (objectives/scst.py)
 
     def __init__(self, cfg, name, root, dist):
         super().__init__(cfg, name, root, dist)
@@ -96,8 +97,8 @@ class Captioning(Task):
         if self.model_system.model_args.get("word_vectors"):
             self.data.files.append(root / paths.WORD2VEC)
         self.max_length = cfg.vocabularies[self.model_system.vocabulary].max_length
-        # the objective's module (training/xe.py, training/scst.py), by name: a stage depends on its own only
-        self.objective = importlib.import_module(f"crossmodal.training.{self.system.objective}").Objective(self)
+        # the objective's module (objectives/xe.py, objectives/scst.py), by name: a stage depends on its own only
+        self.objective = importlib.import_module(f"crossmodal.tasks.objectives.{self.system.objective}").Objective(self)
         if dist.main:
             start_meteor()  # its JVM loads while the model trains
 

@@ -1,5 +1,5 @@
-"""What BAN's tasks (tasks/vqa.py, tasks/grounding.py) share: building the network by task from the registry,
-starting its word embedding from the word vectors, and the region proposals' boxes of a split's images."""
+"""What BAN's tasks (tasks/vqa.py, tasks/grounding.py) share: starting the network's word embedding from the word
+vectors (BAN-Glove), and the region proposals' boxes of a split's images."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,25 +10,19 @@ import torch
 from torch import nn
 
 from .. import paths
-from ..config import build
 from ..data.regions import RegionFeatures
-from ..models.registry import model_class
+from ..features.word_vectors import start_embedding
+from .base import Task
 
 
-def build_network(task, kind: str, words: Sequence[str], *sizes: int) -> nn.Module:
-    """`task`'s network for the task `kind` (`MODELS[kind]` of its model's module) from its model_args: a vocabulary
-    of `words` plus the padding and unknown ids, `sizes` (the answers, say), then the feature sizes (`task.dims`);
-    BAN-Glove's embedding starts from the word vectors."""
-    where = task.cfg.where(task.cfg.model_name(task.name))
-    cls = model_class(task.model_system.model, kind)
-    args = build(cls.Args, task.model_system.model_args, f"{where}.model_args")
-    model = cls(args, len(words) + 2, *sizes, task.dims)
-    if args.word_vectors:  # BAN-Glove: the stage word_vectors' file, rows in the tasks' id order (padding, unknown,
-        # then `words`); a word without a vector starts at zero, as the official `create_glove_embedding_init` leaves it
-        from ..features.word_vectors import start_embedding
-
+def start_word_vectors(task: Task, model: nn.Module, words: Sequence[str]) -> None:
+    """Where the system asks (`word_vectors: true`, BAN-Glove), start `model`'s word embedding (built by
+    models/registry.build_model for a vocabulary of `words` plus the padding and unknown ids) from the stage
+    word_vectors' file, rows in the tasks' id order (padding, unknown, then `words`); a word without a vector starts
+    at zero, as the official `create_glove_embedding_init` leaves it."""
+    args = model.args  # the model_args the network was built from (BANArgs, BottomUpArgs)
+    if args.word_vectors:
         start_embedding(model, task.root / paths.WORD_VECTORS, ["<pad>", "<unk>", *words], args.embed_dim, "zeros")
-    return model
 
 
 def padded_boxes(path: Path, image_ids: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:

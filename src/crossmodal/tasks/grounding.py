@@ -48,8 +48,9 @@ from ..data.flickr30k_entities import ENTITY_TYPES
 from ..data.inputs import Padded
 from ..io import InputError, read_json, write_json
 from ..metrics.grounding import box_iou, grounded_at, recall
+from ..models.registry import build_model
 from .base import Task, on_scale
-from .common import build_network, padded_boxes
+from .common import padded_boxes, start_word_vectors
 
 SCALE = 100  # recalls in MLflow, as in the tables (the metrics files keep 0-1)
 SPLITS = ("train", "val", "test")
@@ -159,7 +160,10 @@ class Grounding(Task):
             self.files.append(root / paths.WORD_VECTORS)
 
     def build_model(self) -> nn.Module:
-        return build_network(self, "grounding", self.words)
+        model = build_model(self.cfg.where(self.cfg.model_name(self.name)), self.model_system, len(self.words) + 2,
+                            self.dims, "grounding")  # the words plus the padding and unknown ids
+        start_word_vectors(self, model, self.words)
+        return model
 
     def train_size(self) -> int:
         return len(self.splits["train"].image_ids)

@@ -40,8 +40,9 @@ from ..data.inputs import Padded
 from ..data.vqa import ANSWER_TYPES, QUESTION_PAD, annotations_file, load_vqa_split, read_vqa_annotations
 from ..io import InputError, read_json, write_json
 from ..metrics.vqa import vqa_accuracy
+from ..models.registry import build_model
 from .base import Task, on_scale
-from .common import build_network, padded_boxes
+from .common import padded_boxes, start_word_vectors
 
 SCALE = 100  # accuracies in MLflow, as in the tables (the metrics files keep 0-1)
 SPLITS = ("train", "val", "test")
@@ -96,7 +97,10 @@ class Vqa(Task):
         self.targets = torch.from_numpy(self.splits["train"].targets)
 
     def build_model(self) -> nn.Module:
-        return build_network(self, "vqa", self.words, len(self.answers))
+        model = build_model(self.cfg.where(self.cfg.model_name(self.name)), self.model_system, len(self.words) + 2,
+                            self.dims, "vqa", (len(self.answers),))  # the words plus the padding and unknown ids
+        start_word_vectors(self, model, self.words)
+        return model
 
     def train_size(self) -> int:
         return len(self.splits["train"].question_ids)

@@ -1,1 +1,1 @@
-"""The shared trainer, the captioning objectives, schedules and distribution."""
+"""The shared trainer, its learning-rate schedules and distribution (the captioning objectives: tasks/objectives/)."""

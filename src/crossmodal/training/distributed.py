@@ -21,7 +21,7 @@ search compares sums of log-probabilities).
 Processes. With `compute.processes: N > 1`, `python -m crossmodal train` (the DVC stage) relaunches itself as
 `python -m torch.distributed.run --standalone --nproc_per_node N -m crossmodal ...` and exits with torchrun's
 status; each process joins one process group (backend auto: nccl on CUDA, gloo on CPU). The trainer
-(training/xe.py) then keeps the single-process semantics:
+(trainer.py) and the tasks' losses (tasks/) then keep the single-process semantics:
 - the global batch is still `train.batch_size` images, in the single-process order (same seeds, lr schedule and
   steps); rank r takes rows r, r + N, ... of every global batch (in a last batch of fewer than N images a rank
   may get none: it still steps, contributing zero gradient);
@@ -63,7 +63,7 @@ import torch.distributed as dist
 from torch import nn
 
 from .. import environment
-from ..config import ComputeConfig
+from ..config.compute import ComputeConfig
 from ..io import InputError
 
 TIMEOUT = timedelta(hours=1)  # the longest a rank waits in a collective (rank 0's validation decode included)

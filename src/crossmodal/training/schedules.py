@@ -17,7 +17,7 @@ from typing import Callable
 
 import torch
 
-from ..config import TrainConfig
+from ..config.training import TrainConfig
 
 
 def base_lr(cfg: TrainConfig) -> float:
@@ -53,11 +53,3 @@ def warmup_step(cfg: TrainConfig, epoch: int) -> float:
         return 0.5 * (epoch + 1)
     decays = 0 if epoch < cfg.decay_start else 1 + (epoch - cfg.decay_start) // max(1, cfg.step_size)
     return 0.5 * WARMUP_EPOCHS * cfg.gamma ** decays
-
-
-def scheduled_sampling_prob(cfg: TrainConfig, epoch: int) -> float:
-    """Probability of feeding the model's own sample instead of the ground-truth word at this epoch."""
-    ss = cfg.scheduled_sampling
-    if ss.start_epoch < 0 or epoch < ss.start_epoch:
-        return 0.0
-    return min(ss.increase_prob * ((epoch - ss.start_epoch) // ss.increase_every), ss.max_prob)

@@ -39,14 +39,14 @@ import torch
 from torch import nn
 
 from .. import paths
-from ..config import Config, to_dict
+from ..config.loader import Config, to_dict
 from ..data.feature_sets import to_device
 from ..io import InputError, RefusedFile, load_torch, save_torch
 from ..models.registry import load_state, read_model_file
+from ..stopping import EarlyStopping
 from ..tasks.base import Task
 from . import distributed
 from .schedules import base_lr, make_scheduler
-from .stopping import EarlyStopping
 
 # 2: RNG states as tensors and plain numbers (`rng_states`); a checkpoint of format 1 held numpy's ndarray, which
 # `weights_only` refuses, so the format keys the fingerprint and an old checkpoint is never picked up

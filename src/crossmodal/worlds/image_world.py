@@ -34,8 +34,9 @@ import numpy as np
 from PIL import Image, ImageDraw
 from tqdm import tqdm
 
-from ..config import WorldConfig
+from ..config.data import WorldConfig
 from ..io import InputError, atomic_path
+from .phrasing import article, plural
 
 SPLITS = ("train", "val", "test")
 PREDICATES = ("left of", "right of", "above", "below", "next to", "on")
@@ -331,16 +332,8 @@ class Caption:
         return text[:1].upper() + text[1:] + "."
 
 
-def _article(word: str) -> str:
-    return "an" if word[0] in "aeiou" else "a"
-
-
 def _number(n: int) -> str:
     return NUMBER_WORDS[n] if n < len(NUMBER_WORDS) else str(n)
-
-
-def _plural(noun: str) -> str:
-    return noun + "es" if noun.endswith(("s", "x", "ch", "sh")) else noun + "s"
 
 
 class _Grammar:
@@ -365,7 +358,7 @@ class _Grammar:
             else:
                 middle = [o.texture, o.color] if r.random() < 0.6 else [o.color, o.texture]
         words += middle + [o.shape] + list(post)
-        return [_article(words[0])] + words
+        return [article(words[0])] + words
 
     def predicate(self, a: int, b: int) -> str | None:
         """A predicate that holds for (a, b), preferring the specific ones the way people do."""
@@ -463,7 +456,7 @@ class _Grammar:
                 continue
             colors = {self.scene.objects[k].color for k in ids}
             color = [colors.pop()] if len(colors) == 1 and self.rng.random() < 0.7 else []
-            parts.append([_number(len(ids))] + color + [_plural(shape)])
+            parts.append([_number(len(ids))] + color + [plural(shape)])
         if not mentioned:
             return None  # 'two squares' alone says too little; other templates describe such scenes
         tokens = parts[0]

@@ -1,4 +1,4 @@
-"""The English the new worlds' sentences need: the indefinite article of a word and the plural of a shape noun."""
+"""The English the worlds' sentences need: the indefinite article of a word and the plural of a shape noun."""
 from __future__ import annotations
 
 

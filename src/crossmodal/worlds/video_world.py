@@ -44,7 +44,7 @@ from PIL import Image, ImageDraw
 from scipy.signal import fftconvolve
 from tqdm import tqdm
 
-from ..config import VIDEO_DATASETS, VideoWorldConfig  # its sizes (params `video.world`)
+from ..config.data import VIDEO_DATASETS, VideoWorldConfig  # its sizes (params `video.world`)
 from ..data.video import split_sizes
 from ..data.video_files import write_clip
 from ..io import atomic_path, write_json, write_text

@@ -39,11 +39,11 @@ from typing import Callable
 import numpy as np
 import torch
 
-from ..data.captions import decode
-from ..data.inputs import Inputs
-from ..decoding.search import beam_search, greedy_decode, sample_decode
-from ..metrics.cider import CiderD
-from ..models.base import Captioner
+from ...data.captions import decode
+from ...data.inputs import Inputs
+from ...decoding.search import beam_search, greedy_decode, sample_decode
+from ...metrics.cider import CiderD
+from ...models.base import Captioner
 from .xe import with_eos
 
 # each epoch's mean reward, by whose captions: the candidates' (`train.scst_candidates`) and the greedy baseline's
@@ -83,7 +83,7 @@ def beam_candidates(model: Captioner, inputs: Inputs, max_length: int, beams: in
 def self_critical_loss(token_logprobs: torch.Tensor, seqs: torch.Tensor, rewards: torch.Tensor,
                        share: Callable[[torch.Tensor], torch.Tensor] | None = None) -> torch.Tensor:
     """-(reward x log-probability) summed over sampled tokens, divided by the number of tokens (or by
-    `share(number of tokens)`, distributed.Context.share)."""
+    `share(number of tokens)`, training/distributed.py's Context.share)."""
     mask = token_mask(seqs).to(token_logprobs.dtype)
     return -(token_logprobs * rewards.unsqueeze(1) * mask).sum() / (mask.sum() if share is None else share(mask.sum()))
 
@@ -108,7 +108,7 @@ def self_critical_batch(model: Captioner, inputs: Inputs, references: list[list[
 
     `references[i]` are image i's references; the model is left in train mode; `candidates` is `sample` or `beam`
     (module docstring). The candidates are drawn as
-    `net(fn)` = fn(model) when given (the trainer's DDP wrapper, distributed.Forward); `share` as in
+    `net(fn)` = fn(model) when given (the trainer's DDP wrapper, training/distributed.py's Forward); `share` as in
     `self_critical_loss`.
     """
     greedy = None

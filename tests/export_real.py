@@ -1,4 +1,5 @@
-"""The synthetic image world written out as the published files of the real profile.
+"""The synthetic image world written out as the published files of the real profile: a helper of the tests
+(test_pipeline_real.py), not of the pipeline.
 
 Serving these files (from a loopback HTTP server, say) and pointing params.yaml `datasets` at them runs the real
 data path end to end without the internet: download, extraction, conversion and training see the exact formats
@@ -39,12 +40,12 @@ import json
 import zipfile
 from pathlib import Path
 
-from ..data.butd_tsv import ButdRow, write_butd_tsv
-from ..data.karpathy import read_karpathy
-from ..data.regions import RegionFeatures
-from ..data.vqa import annotations_file, questions_file
-from ..features.vgg import WEIGHTS_FILE
-from ..io import atomic_path
+from crossmodal.data.butd_tsv import ButdRow, write_butd_tsv
+from crossmodal.data.karpathy import read_karpathy
+from crossmodal.data.regions import RegionFeatures
+from crossmodal.data.vqa import annotations_file, questions_file
+from crossmodal.features.vgg import WEIGHTS_FILE
+from crossmodal.io import atomic_path
 
 ARCHIVES = {
     "karpathy": "caption_datasets.zip",
@@ -54,7 +55,8 @@ ARCHIVES = {
 VQA_ARCHIVES = {  # archive -> (split, questions or annotations)
     "v2_Questions_Train_mscoco.zip": ("train", questions_file), "v2_Questions_Val_mscoco.zip": ("val", questions_file),
     "v2_Annotations_Train_mscoco.zip": ("train", annotations_file),
-    "v2_Annotations_Val_mscoco.zip": ("val", annotations_file), "v2_Questions_Test_mscoco.zip": ("test", questions_file),
+    "v2_Annotations_Val_mscoco.zip": ("val", annotations_file),
+    "v2_Questions_Test_mscoco.zip": ("test", questions_file),
 }
 GLOVE_ARCHIVE, GLOVE_FILE = "glove.6B.zip", "glove.6B.300d.txt"
 IMAGE_ARCHIVES = ("train2014.zip", "val2014.zip")

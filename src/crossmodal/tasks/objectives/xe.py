@@ -16,9 +16,9 @@ from typing import Callable
 import numpy as np
 import torch
 
-from ..data.captions import EOS, PAD, CaptionLabels
-from ..io import InputError
-from .schedules import scheduled_sampling_prob
+from ...config.training import TrainConfig
+from ...data.captions import EOS, PAD, CaptionLabels
+from ...io import InputError
 
 
 def _references(labels: CaptionLabels, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -57,13 +57,22 @@ def sequence_loss(logprobs: torch.Tensor, targets: torch.Tensor, smoothing: floa
                   share: Callable[[torch.Tensor], torch.Tensor] | None = None) -> torch.Tensor:
     """Masked token-level cross-entropy of `targets` + <eos>; the mask covers words and the one <eos>.
 
-    The summed loss is divided by the number of tokens, or by `share(number of tokens)` (distributed.Context.share).
+    The summed loss is divided by the number of tokens, or by `share(number of tokens)` (training/distributed.py's
+    Context.share).
     """
     full, mask = with_eos(targets)
     nll = -logprobs.gather(2, full.unsqueeze(2)).squeeze(2)
     if smoothing > 0:
         nll = (1 - smoothing) * nll - smoothing * logprobs.mean(-1)
     return (nll * mask).sum() / (mask.sum() if share is None else share(mask.sum()))
+
+
+def scheduled_sampling_prob(cfg: TrainConfig, epoch: int) -> float:
+    """Probability of feeding the model's own sample instead of the ground-truth word at this epoch."""
+    ss = cfg.scheduled_sampling
+    if ss.start_epoch < 0 or epoch < ss.start_epoch:
+        return 0.0
+    return min(ss.increase_prob * ((epoch - ss.start_epoch) // ss.increase_every), ss.max_prob)
 
 
 class Objective:

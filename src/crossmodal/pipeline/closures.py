@@ -7,7 +7,7 @@ anywhere in a module (function-level imports included), with the `__init__.py` o
 (Python runs them on import).
 
 A closure is named by a key: the stage module, then the modules imported by name, joined by `+`
-(`train+tasks.captioning+training.xe+models.xlan`). The `code` stage writes one file per key under `data/code/`
+(`train+tasks.captioning+tasks.objectives.xe+models.xlan`). The `code` stage writes one file per key under `data/code/`
 (stages/code.py) and every other stage depends on its key's file (pipelines.py).
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ import ast
 from functools import lru_cache
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parent  # src/crossmodal
+PACKAGE = Path(__file__).resolve().parents[1]  # src/crossmodal
 SRC = PACKAGE.parent
 
 

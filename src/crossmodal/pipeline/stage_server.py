@@ -1,10 +1,10 @@
 """A stage server: one process that has imported torch and MLflow forks the stage commands of
-`python -m crossmodal.repro`, so that each stage skips their imports.
+`python -m crossmodal.pipeline.repro`, so that each stage skips their imports.
 
 Every stage process imports torch (about 3 CPU-seconds on a 2-core machine), torch._dynamo (about 2, which torch's
 optimisers import when constructed) and MLflow (about 4) before its work, and the tests' tiny stages do little
 else: forked from a process holding them, a tiny training stage took 41-47% less CPU with byte-identical outputs
-(benchmarks/bench_stage_startup.py). `python -m crossmodal.repro` starts the server (`SharedStageServer`) and
+(benchmarks/bench_stage_startup.py). `python -m crossmodal.pipeline.repro` starts the server (`SharedStageServer`) and
 names its socket in CROSSMODAL_STAGE_SERVER; DVC runs each stage's command, `python -m crossmodal ...`, as always,
 and that process (crossmodal/__main__.py, `run_on_server`) hands its arguments, working directory, environment and
 standard streams to the server, which forks a child that runs the command as `python -m crossmodal` would:
@@ -19,13 +19,15 @@ standard streams to the server, which forks a child that runs the command as `py
 - a served command's MLflow worker (`python -m crossmodal.tracking`), which would import MLflow again, is served
   the same way (the child names the server in `HELPERS_ENV`); the command's own `python -m crossmodal`
   subcommands are not (HOCA's cost rows measure memory in processes of their own).
-- `python -m crossmodal.repro` runs each stage's DVC process (`dvc repro --single-item`) here too, through
-  `python -m crossmodal.stage_server --dvc <args>` (`run_dvc`): the server has imported DVC, and a stage that does
-  little took 1.35 s instead of 1.73 (medians of 8, a 2-core Zen 3; with `gc.freeze`, below). The DVC process
-  leads a process group, which the client's signals reach whole: DVC ignores Ctrl-C while its stage's command runs,
-  which therefore must receive it too, as from a terminal; the command, a client itself, is served as always.
+- `python -m crossmodal.pipeline.repro` runs each stage's DVC process (`dvc repro --single-item`) here too,
+  through `python -m crossmodal.pipeline.stage_server --dvc <args>` (`run_dvc`): the server has imported DVC, and a
+  stage that does little took 1.35 s instead of 1.73 (medians of 8, a 2-core Zen 3; with `gc.freeze`, below). The
+  DVC process leads a process group, which the client's signals reach whole: DVC ignores Ctrl-C while its stage's
+  command runs, which therefore must receive it too, as from a terminal; the command, a client itself, is served as
+  always.
 Without CROSSMODAL_STAGE_SERVER, or when the server cannot be reached, a command runs in its own process. Only
-`python -m crossmodal.repro` imports this module; the client (stage_client.py) is in every stage's code closure.
+`python -m crossmodal.pipeline.repro` imports this module; the client (stage_client.py) is in every stage's code
+closure.
 """
 from __future__ import annotations
 
@@ -227,7 +229,7 @@ class SharedStageServer:
         self._dir = tempfile.mkdtemp(prefix="crossmodal-stages-")  # short: a socket path has ~100 bytes
         self.path = os.path.join(self._dir, "socket")
         self.env = {ENV: self.path}
-        self._proc = subprocess.Popen([sys.executable, "-m", "crossmodal.stage_server", self.path], env=env,
+        self._proc = subprocess.Popen([sys.executable, "-m", "crossmodal.pipeline.stage_server", self.path], env=env,
                                       start_new_session=True)  # Ctrl-C reaches the stages, not it
         self.pid = self._proc.pid
 

@@ -1,4 +1,4 @@
-"""The durable record of how long `python -m crossmodal.repro` took: one JSON line per stage and per run.
+"""The durable record of how long `python -m crossmodal.pipeline.repro` took: one JSON line per stage and per run.
 
 The scheduler's printed seconds are gone once the terminal is; a retrain that is stopped and started again spans
 several runs, and its time is their sum. So each run appends to one log (`.dvc/tmp/repro/times.jsonl` under the
@@ -23,7 +23,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .machine import cpu_identity
+from ..machine import cpu_identity
 
 ENV = "CROSSMODAL_REPRO_TIMES"
 DEFAULT = Path(".dvc") / "tmp" / "repro" / "times.jsonl"  # under the repository's root

@@ -1,7 +1,8 @@
-"""The early-stopping rule, shared by the trainer (trainer.py, whose docstring states it) and the feature networks'
-own loops (the attribute detector's, features/attributes.py, and the video extractors', features/video.py, through
-`BestWeights`): a run stops once `patience` epochs in a row have not beaten the best validation value by more than
-`min_delta` (patience 0: never), and never on an epoch that is itself a new best."""
+"""The early-stopping rule, shared by the trainer (training/trainer.py, whose docstring states it) and the feature
+networks' own loops (the attribute detector's, features/attributes.py, and the video extractors', features/video.py,
+through `BestWeights`): a run stops once `patience` epochs in a row have not beaten the best validation value by more
+than `min_delta` (patience 0: never), and never on an epoch that is itself a new best. Pure logic on values and a
+model's weights, it sits at the package root, below both of its users' layers (features/ sits below training/)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -9,8 +10,9 @@ from dataclasses import dataclass
 
 @dataclass
 class EarlyStopping:
-    """The early-stopping rule (trainer.py's docstring): `epoch` is the last epoch whose validation value beat the best
-    before it by more than `min_delta`, `value` that best; `top_epoch` the epoch of the best value by any margin."""
+    """The early-stopping rule (training/trainer.py's docstring): `epoch` is the last epoch whose validation value
+    beat the best before it by more than `min_delta`, `value` that best; `top_epoch` the epoch of the best value by
+    any margin."""
 
     patience: int
     min_delta: float

@@ -1,4 +1,4 @@
-"""`python -m crossmodal.repro [targets] [--jobs N]`: `dvc repro`, N stages at a time where the graph allows.
+"""`python -m crossmodal.pipeline.repro [targets] [--jobs N]`: `dvc repro`, N stages at a time where the graph allows.
 
 DVC runs one stage at a time, and a 2-core machine trains our small models at well under twice the speed of one
 core, so one stage leaves much of the second core idle. DVC itself supports several `dvc repro` processes on
@@ -26,7 +26,7 @@ less wall time than one after the other, and gave the same bits.
 
 Each stage's output goes to `.dvc/tmp/repro/<stage>.log`; this command prints a line when a stage starts and
 ends, and the log's last lines when one fails. Each stage's status and seconds, and each run's, are appended to
-`.dvc/tmp/repro/times.jsonl` (or the file CROSSMODAL_REPRO_TIMES names; repro_times.py), which
+`.dvc/tmp/repro/times.jsonl` (or the file CROSSMODAL_REPRO_TIMES names; times.py), which
 `benchmarks/retrain_time.py` sums over the runs a retrain took. A failure, like `dvc repro`'s, starts nothing new:
 the stages running finish, and the command exits 1. Ctrl-C stops every stage (DVC records none of them; outputs are
 written atomically). `--jobs 1` is plain `dvc repro` (and logs no times). Under `nice`, the stages yield the
@@ -45,8 +45,8 @@ import sys
 import time
 from pathlib import Path
 
-from .io import InputError
-from .repro_times import TimesLog, log_path
+from ..io import InputError
+from .times import TimesLog, log_path
 from .stage_server import SharedStageServer
 
 LOGS = Path(".dvc") / "tmp" / "repro"  # under the repository's root
@@ -120,7 +120,7 @@ def _reproduce(order: list[str], waits_for: dict[str, set[str]], jobs: int, time
     if not order:
         _say("every stage is up to date")
         return 0
-    from .metrics.meteor_server import SharedMeteor
+    from ..metrics.meteor_server import SharedMeteor
 
     start = time.perf_counter()
     logs = Path(Repo.find_root()) / LOGS
@@ -142,8 +142,8 @@ def _pin_kernel_paths() -> None:
     """compute.portable's variables in this environment, as each stage sets them in its own before importing torch:
     the stage server (stage_server.py) imports torch before it forks the stages, and serves only stages whose
     environment is its own. Invalid params are left for the `params` stage to report."""
-    from .config import load
-    from .environment import pin_kernel_paths
+    from ..config.loader import load
+    from ..environment import pin_kernel_paths
 
     try:
         pin_kernel_paths(load(None).compute.portable)
@@ -155,7 +155,7 @@ def share_nice(pid: int) -> None:
     """Give the session that process `pid` leads this process's nice value. Each stage runs in a session of its own
     (so that Ctrl-C reaches it once, from here), and where Linux schedules by autogroup (one per session; the
     default of most desktop kernels) the CPU is shared between sessions whatever their processes' nice: under
-    `nice python -m crossmodal.repro` every stage would still take a full session's share of the cores from the
+    `nice python -m crossmodal.pipeline.repro` every stage would still take a full session's share of the cores from the
     user's other work. Nothing to do at nice 0 or below, or where the kernel has no autogroups.
 
     Without CAP_SYS_ADMIN (any user but root) the kernel takes one such write per 100 ms and answers EAGAIN to the
@@ -192,8 +192,8 @@ def _schedule(order: list[str], waits_for: dict[str, set[str]], logs: Path, env:
                 address = ready.pop(0)
                 pending.remove(address)
                 with open(_log(logs, address), "w", encoding="utf-8") as log:
-                    proc = subprocess.Popen([sys.executable, "-m", "crossmodal.stage_server", "--dvc",  # its DVC
-                                             "--wait-for-lock", "repro", "--single-item", address],  # served too
+                    proc = subprocess.Popen([sys.executable, "-m", "crossmodal.pipeline.stage_server", "--dvc",
+                                             "--wait-for-lock", "repro", "--single-item", address],  # DVC served too
                                             stdout=log, stderr=subprocess.STDOUT, env=env,
                                             start_new_session=True)  # Ctrl-C reaches them once, from here
                 share_nice(proc.pid)
@@ -239,7 +239,7 @@ def _schedule(order: list[str], waits_for: dict[str, set[str]], logs: Path, env:
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m crossmodal.repro", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m crossmodal.pipeline.repro", description=__doc__.splitlines()[0])
     parser.add_argument("targets", nargs="*", help="what `dvc repro` takes: stages or stage files (default: all)")
     parser.add_argument("--jobs", "-j", type=int, default=2, help="stages at once (default 2; 1: plain dvc repro)")
     args = parser.parse_args(argv)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from .io import InputError, read_json, write_json
+from ..io import InputError, read_json, write_json
 
 
 def path_of(folder: Path) -> Path:
