@@ -2,10 +2,14 @@
 
 A refactor must not change what is computed: the same params give the same bits on one CPU type. This compares, file
 by file, every output that the two builds' lock files record (`outs` of every stage, directories walked), and says
-which files differ. Two things legitimately differ between two runs of the same stage, and are left out of the
-comparison: the MLflow run id a metrics file records (`mlflow_run_id`, a fresh id per run) and the pages that print
-such ids or the build's own paths (`reports/index.md`: the link to each MLflow run). Everything else must be equal
-to the byte.
+which files differ. Three things legitimately differ between two runs of the same stage, and are left out of the
+comparison: the MLflow run id a metrics file records (`mlflow_run_id`, a fresh id per run), the time and memory a
+cost stage measures (`train_seconds`, `space_gib`: HOCA's Table 3, which prints them), and the pages that print such
+ids or the build's own paths (`reports/index.md`: the link to each MLflow run). The code closures
+(`data/code/`, the files each stage lists its modules in) are listed apart: a refactor changes them by design.
+A model file (`.pt`) whose bytes differ is opened: equal tensors under a different embedded config (the system's
+params, as a refactor of the params' layout writes them) are listed as `metadata`, apart from real differences.
+Everything else must be equal to the byte.
 
 Run from an activated .venv:
 - `python benchmarks/compare_builds.py build DIR`: the tests' tiny pipeline (tests/tiny_pipeline.py, the README's
@@ -24,8 +28,9 @@ from pathlib import Path
 import yaml
 
 HERE = Path(__file__).resolve().parent
-VOLATILE_KEYS = ("mlflow_run_id",)
-VOLATILE_FILES = ("reports/index.md",)
+VOLATILE_KEYS = ("mlflow_run_id", "train_seconds", "space_gib")  # a run's id; what a cost stage measures
+VOLATILE_FILES = ("reports/index.md", "reports/tables/hoca_table3.md", "reports/tables/hoca_table3.csv")
+CODE = "data/code/"  # the code closures: what a refactor changes by design
 
 
 def lock_outputs(repo: Path, stages: set[str] | None = None) -> dict[str, str]:
@@ -34,9 +39,10 @@ def lock_outputs(repo: Path, stages: set[str] | None = None) -> dict[str, str]:
     for lock in [repo / "dvc.lock", *sorted((repo / "pipelines").glob("*/dvc.lock"))]:
         if not lock.exists():
             continue
-        wdir = lock.parent
+        defined = yaml.safe_load(lock.with_name("dvc.yaml").read_text()).get("stages", {})
         for name, stage in (yaml.safe_load(lock.read_text()) or {}).get("stages", {}).items():
-            if stages is None or name in stages:
+            if name in defined and (stages is None or name in stages):  # a lock may keep stages dvc.yaml dropped
+                wdir = lock.parent / defined[name].get("wdir", ".")  # paths are relative to the stage's wdir
                 for out in stage.get("outs", []):
                     path = (wdir / out["path"]).resolve().relative_to(repo.resolve())
                     outputs[path.as_posix()] = name
@@ -58,31 +64,60 @@ def _without_volatile(value):
     return value
 
 
-def same(a: Path, b: Path) -> bool:
-    """Byte-equal, or for a JSON file equal once the volatile keys are dropped."""
+def _tensors(value, prefix: str = "") -> dict:
+    """Every tensor in a loaded model file, by its path in the nested dicts and lists."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return {prefix: value}
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, (list, tuple)) else ()
+    return {k: v for key, item in items for k, v in _tensors(item, f"{prefix}/{key}").items()}
+
+
+def same_weights(a: Path, b: Path) -> bool:
+    """Two model files with the same tensors, bit for bit (their other contents may differ)."""
+    import torch
+
+    left, right = (_tensors(torch.load(p, map_location="cpu", weights_only=False)) for p in (a, b))
+    return left.keys() == right.keys() and all(torch.equal(left[k], right[k]) and left[k].dtype == right[k].dtype
+                                               for k in left)
+
+
+def kind(a: Path, b: Path) -> str:
+    """equal (byte-equal, or JSON equal once the volatile keys are dropped), metadata (a model file with the same
+    tensors) or different."""
     left, right = a.read_bytes(), b.read_bytes()
     if left == right:
-        return True
+        return "equal"
     if a.suffix == ".json":
         try:
-            return _without_volatile(json.loads(left)) == _without_volatile(json.loads(right))
+            return "equal" if _without_volatile(json.loads(left)) == _without_volatile(json.loads(right)) \
+                else "different"
         except ValueError:
-            return False
-    return False
+            return "different"
+    if a.suffix == ".pt":
+        return "metadata" if same_weights(a, b) else "different"
+    return "different"
 
 
 def compare(a: Path, b: Path, stages: set[str] | None = None) -> dict:
     """The outputs both builds record, file by file: equal, different, or present in one build only."""
     outputs_a, outputs_b = lock_outputs(a, stages), lock_outputs(b, stages)
     report = {"equal": [], "different": [], "only_a": sorted(set(outputs_a) - set(outputs_b)),
-              "only_b": sorted(set(outputs_b) - set(outputs_a)), "skipped": []}
+              "only_b": sorted(set(outputs_b) - set(outputs_a)), "skipped": [], "code": [], "metadata": []}
     for output in sorted(set(outputs_a) & set(outputs_b)):
         files_a, files_b = _files(a, output), _files(b, output)
+        if not files_a and not files_b:
+            raise FileNotFoundError(f"{output}: recorded by both builds' lock files, present in neither")
         report["only_a"] += sorted(set(files_a) - set(files_b))
         report["only_b"] += sorted(set(files_b) - set(files_a))
         for file in sorted(set(files_a) & set(files_b)):
-            key = "skipped" if file in VOLATILE_FILES else "equal" if same(a / file, b / file) else "different"
+            key = ("skipped" if file in VOLATILE_FILES else "code" if file.startswith(CODE)
+                   else kind(a / file, b / file))
             report[key].append(file)
+    for side in ("only_a", "only_b"):  # a renamed closure is one side's only
+        report["code"] += [f for f in report[side] if f.startswith(CODE)]
+        report[side] = [f for f in report[side] if not f.startswith(CODE)]
     return report
 
 
@@ -108,11 +143,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"built: {build(args.dir)}")
         return 0
     report = compare(args.a, args.b, set(args.stages.split(",")) if args.stages else None)
-    for key in ("different", "only_a", "only_b", "skipped"):
+    for key in ("different", "only_a", "only_b", "skipped", "metadata"):
         for file in report[key]:
             print(f"{key}: {file}")
     print(f"{len(report['equal'])} files equal, {len(report['different'])} different, {len(report['only_a'])} only "
-          f"in {args.a}, {len(report['only_b'])} only in {args.b}, {len(report['skipped'])} skipped (volatile)")
+          f"in {args.a}, {len(report['only_b'])} only in {args.b}, {len(report['skipped'])} skipped (volatile), "
+          f"{len(report['code'])} code closures changed or renamed, {len(report['metadata'])} model files with equal "
+          "tensors and other metadata")
     return 1 if report["different"] or report["only_a"] or report["only_b"] else 0
 
 
