@@ -11,7 +11,7 @@ backward + Adam update, median of `--repeats` after one warm-up step. Decoding i
 16 words) of 10 images with the model in eval mode, median of `--repeats` after a warm-up, in images/s
 (weights are random, so <eos> is forbidden and every caption has 16 words). With `--scst`, a self-critical step
 too (tasks/objectives/scst.py: 5 candidates per image, rewarded by CIDEr-D against 5 random references, backward and
-Adam), with its candidates sampled (the papers') and from a beam search of 5 (`train.scst_candidates: beam`),
+Adam), with its candidates sampled (the papers') and from a beam search of 5 (`train.scst.candidates: beam`),
 <eos> forbidden likewise, median of `--repeats` after a warm-up. Each model runs in its own process so that its
 peak RSS (resident memory, includes Python and torch, ~0.4 GiB) is its own.
 """

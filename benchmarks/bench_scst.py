@@ -9,7 +9,7 @@ For each SCST system (default: `updown_scst`, `aoanet_scst`), from its init's be
     official AoANet code samples in train mode, as the default does);
   - `lr_x0.25` / `lr_x4`: the learning rate a quarter / four times the recipe's;
   - `mean`, `mean_lr_x0.25`, `mean_lr_x4`: the baseline is the mean reward of the image's other samples
-    (`train.scst_baseline: mean`) instead of the greedy caption's, at the recipe's learning rate or scaled;
+    (`train.scst.baseline: mean`) instead of the greedy caption's, at the recipe's learning rate or scaled;
   - `t0.5`, `t0.7`: samples drawn at temperature 0.5 / 0.7 (closer to the greedy caption; the loss keeps the
     model's untempered log-probabilities, as `decoding.search.sample_decode` returns them);
   - `t0.5_on_policy`, `t0.7_on_policy`: the same samples, with the loss on the tempered policy's
@@ -17,7 +17,7 @@ For each SCST system (default: `updown_scst`, `aoanet_scst`), from its init's be
     the samples come from (the model is wrapped for sampling only; the greedy baseline and decoding are as
     before);
   - `samples16`: 16 samples per image instead of 5, at the same number of images per batch;
-  - `beam5_mean`, `beam5_greedy`: the candidates are the 5 best beams of a beam search (`train.scst_candidates:
+  - `beam5_mean`, `beam5_greedy`: the candidates are the 5 best beams of a beam search (`train.scst.candidates:
     beam`, `tasks/objectives/scst.beam_candidates`), against the mean of the other beams' rewards (the meshed-memory
     Transformer's SCST) or the greedy caption's;
   - `sample_greedy`: the papers' SCST, multinomial samples against the greedy caption, whatever params.yaml's
@@ -95,12 +95,8 @@ def train(system: str, variant: str, epochs: int) -> dict:
     torch.set_num_threads(2)
     trainer = Trainer(load(ROOT / "params.yaml"), system, ROOT, progress=False)
     objective, knobs = trainer.task.objective, VARIANTS[variant]
-    if "baseline" in knobs:
-        objective.train = dataclasses.replace(objective.train, scst_baseline=knobs["baseline"])
-    if "samples" in knobs:
-        objective.train = dataclasses.replace(objective.train, samples_per_image=knobs["samples"])
-    if "candidates" in knobs:
-        objective.train = dataclasses.replace(objective.train, scst_candidates=knobs["candidates"])
+    scst_knobs = {k: knobs[k] for k in ("samples", "candidates", "baseline") if k in knobs}  # train.scst's fields
+    objective.train = dataclasses.replace(objective.train, scst=dataclasses.replace(objective.train.scst, **scst_knobs))
     if knobs.get("on_policy"):
         def sample_tempered(model, inputs, *args, **kwargs):
             return search.sample_decode(Tempered(model, knobs["temperature"]), inputs, *args, **kwargs)

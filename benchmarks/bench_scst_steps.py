@@ -1,10 +1,10 @@
 """What an SCST step from beams costs, with and without the greedy caption that the mean baseline never reads.
 
-Under `train.scst_baseline: mean` self-critical training decodes no greedy caption (tasks/objectives/scst.py); before
+Under `train.scst.baseline: mean` self-critical training decodes no greedy caption (tasks/objectives/scst.py); before
 2026-11-28 it decoded one per image at every step, for the log only. This benchmark times steps of SCST from beams
-(`scst_candidates: beam`, `scst_baseline: mean`) on the training batches of a built workspace, from the system's
-`init` model: `greedy` decodes the greedy captions first, as the old code did, then runs the step; `none` runs the
-step as the code now does. A step is the candidates, their rewards, the loss, backward, clipping and the update
+(`train.scst.candidates: beam`, `train.scst.baseline: mean`) on the training batches of a built workspace, from the
+system's `init` model: `greedy` decodes the greedy captions first, as the old code did, then runs the step; `none`
+runs the step as the code now does. A step is the candidates, their rewards, the loss, backward, clipping and the update
 (`Trainer.optimise`). Both start from the same weights and optimizer state in each repeat, alternating, so that the
 machine's drift falls on both; medians over the repeats. Each batch size is timed on the first `--steps` batches
 of epoch 1's order.
@@ -43,7 +43,7 @@ def measure(workspace: Path, system: str, batch: int, steps: int, repeats: int) 
     torch.set_num_threads(2)
     trainer = Trainer(load(workspace / "params.yaml"), system, workspace, progress=False)
     task, objective = trainer.task, trainer.task.objective
-    train = dataclasses.replace(objective.train, scst_candidates="beam", scst_baseline="mean")
+    scst = dataclasses.replace(objective.train.scst, candidates="beam", baseline="mean")
     order = trainer.epoch_order(0)
     shares = [order[i * batch:(i + 1) * batch] for i in range(steps)]
     batches = [(rows, to_device(inputs, trainer.device)) for rows, inputs in task.train_batches(shares)]
@@ -60,8 +60,8 @@ def measure(workspace: Path, system: str, batch: int, steps: int, repeats: int) 
                 with torch.no_grad():
                     greedy_decode(trainer.model, inputs, task.max_length)
             loss, _, _ = self_critical_batch(trainer.model, inputs, [objective.references[i] for i in rows],
-                                             objective.cider, task.words, train.samples_per_image, task.max_length,
-                                             baseline=train.scst_baseline, candidates=train.scst_candidates)
+                                             objective.cider, task.words, scst.samples, task.max_length,
+                                             baseline=scst.baseline, candidates=scst.candidates)
             trainer.optimise(loss)
         return time.perf_counter() - began
 

@@ -1,13 +1,14 @@
 """params.yaml validation and derivation: every mistake is one line naming the key, the CLI exits non-zero, and a
 derived entry (`of:`) resolves to its base with only its own knobs changed, under both profiles."""
 import dataclasses
+import functools
 from pathlib import Path
 
 import pytest
 import yaml
 
 from crossmodal import cli
-from crossmodal.config.loader import Config, apply_profile, build, load
+from crossmodal.config.loader import MOVED_KEYS, Config, apply_profile, build, load
 from crossmodal.config.training import TrainConfig
 from crossmodal.io import InputError
 
@@ -132,6 +133,34 @@ def test_cli_reports_mistyped_key_and_exits_nonzero(tmp_path, capsys):
     assert err == "error: params.yaml: unknown key 'recipes.lstm_xe.train.max_epocs' (did you mean 'max_epochs'?)"
 
 
+@pytest.mark.parametrize("where, old, value, new", [
+    ("xlan.recipes.xlan_scst_recipe.train", "scst_candidates", "beam", "scst.candidates"),
+    ("recipes.scst.train", "samples_per_image", 5, "scst.samples"),
+    ("recipes.scst_beam.paper.train", "scst_baseline", "greedy", "scst.baseline"),
+])
+def test_a_moved_key_fails_naming_the_key_it_moved_to(tmp_path, capsys, where, old, value, new):
+    """An old params.yaml, or `dvc exp run -S <where>.<old>=...` (which writes the key in), fails on one line naming
+    the key's new path (loader.MOVED_KEYS): difflib finds no `scst.candidates` near `scst_candidates`."""
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    section = functools.reduce(lambda tree, key: tree.setdefault(key, {}), where.split("."), params)
+    section[old] = value
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(params))
+    assert cli.main(["--params", str(path), "prepro-captions"]) == 2
+    assert capsys.readouterr().err.strip() == (f"error: params.yaml: unknown key '{where}.{old}' (did you mean "
+                                               f"'{where}.{new}'? the key moved there)")
+
+
+def test_each_moved_key_is_gone_and_its_new_path_is_a_key():
+    for cls, moved in MOVED_KEYS.items():
+        for old, new in moved.items():
+            assert old not in {f.name for f in dataclasses.fields(cls)}
+            *sections, leaf = new.split(".")
+            default = functools.reduce(getattr, new.split("."), cls())
+            stated = functools.reduce(lambda tree, key: {key: tree}, reversed(sections), {leaf: default})
+            assert build(cls, stated) == cls()
+
+
 def _with_profile(tmp_path, profile):
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     params["profile"] = profile
@@ -173,12 +202,13 @@ def test_the_scst_from_beams_recipe_differs_from_scst_only_where_it_says_and_not
         changed = {f.name for f in dataclasses.fields(TrainConfig)
                    if getattr(beams.train, f.name) != getattr(sampled.train, f.name)}
         if profile == "synthetic":
-            assert changed == {"scst_candidates", "scst_baseline", "batch_size", "lr", "max_epochs", "val_beam"}
-            assert (beams.train.scst_candidates, beams.train.scst_baseline, beams.train.val_beam) == ("beam", "mean", 3)
+            assert changed == {"scst", "batch_size", "lr", "max_epochs", "val_beam"}
+            assert (beams.train.scst.candidates, beams.train.scst.baseline, beams.train.val_beam) == ("beam", "mean", 3)
+            assert beams.train.scst.samples == sampled.train.scst.samples == 5
             assert (beams.train.batch_size, beams.train.lr, beams.train.max_epochs, beams.train.patience) == \
                 (50, 2e-4, 30, 2)
         else:  # the paper block restores the papers' sampled SCST at 2e-5, validated greedily, for 15 fixed epochs
-            assert changed == set() and sampled.train.scst_candidates == "sample" and sampled.train.max_epochs == 15
+            assert changed == set() and sampled.train.scst.candidates == "sample" and sampled.train.max_epochs == 15
 
 
 def test_a_paper_block_must_be_a_mapping():

@@ -110,7 +110,7 @@ def repo(tmp_path_factory) -> Path:
     params["baselines"] = {"systems": {
         "tiny": {**base, "model_args": UPDOWN["model_args"], "train": UPDOWN["train"]},
         "tiny_scst": {**scst, "init": "tiny", "train": {"max_epochs": 1, "batch_size": 10, "lr": 1e-3,
-                                                        "samples_per_image": 2}}}}
+                                                        "scst": {"samples": 2}}}}}
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     crossmodal(repo, "synthesize")
     crossmodal(repo, "prepro-captions")
@@ -426,7 +426,7 @@ def test_more_processes_than_gpus_are_refused_before_launching():
 
 def beam_scst(params: dict) -> None:
     """The tiny SCST run with its candidates from a beam search against the other beams' mean (as the SCST recipe)."""
-    params["baselines"]["systems"]["tiny_scst"]["train"].update(scst_candidates="beam", scst_baseline="mean")
+    params["baselines"]["systems"]["tiny_scst"]["train"]["scst"].update(candidates="beam", baseline="mean")
 
 
 @needs_cuda

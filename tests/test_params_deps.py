@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 ALTERNATIVES = {  # a string value that must stay valid when changed: another of its allowed values
     "schedule": ["constant", "step"], "optimizer": ["sgd", "adam"], "grad_clip_mode": ["norm", "value"],
     "vocabulary": ["min6", "min5"], "objective": [],  # an entry's objective cannot change alone (validation)
-    "scst_candidates": ["beam", "sample"], "scst_baseline": ["mean", "greedy"], "caption_rows": ["repeat", "once"],
+    "candidates": ["beam", "sample"], "baseline": ["mean", "greedy"], "caption_rows": ["repeat", "once"],
 }
 
 

@@ -161,14 +161,15 @@ def test_scst_config_must_continue_a_declared_cross_entropy_system():
         _config(x={"objective": "scst", "init": "bse"})
     with pytest.raises(InputError, match="an scst system needs `init`"):
         _config(x={"objective": "scst"})
-    with pytest.raises(InputError, match="samples_per_image"):
-        _config(x={"objective": "scst", "init": "base", "train": {"samples_per_image": 0}})
-    with pytest.raises(InputError, match="scst_baseline: mean needs samples_per_image of at least 2"):
-        _config(x={"objective": "scst", "init": "base", "train": {"scst_baseline": "mean", "samples_per_image": 1}})
-    with pytest.raises(InputError, match="scst_candidates must be sample or beam, not 'beams'"):
-        _config(x={"objective": "scst", "init": "base", "train": {"scst_candidates": "beams"}})
-    with pytest.raises(InputError, match="scst_baseline must be greedy or mean"):
-        _config(x={"objective": "scst", "init": "base", "train": {"scst_baseline": "average"}})
+    scst = lambda **values: {"objective": "scst", "init": "base", "train": {"scst": values}}  # noqa: E731
+    with pytest.raises(InputError, match="'aoanet.systems.x.train.scst': samples must be at least 1, not 0"):
+        _config(x=scst(samples=0))
+    with pytest.raises(InputError, match="'aoanet.systems.x.train.scst': baseline: mean needs samples of at least 2"):
+        _config(x=scst(baseline="mean", samples=1))
+    with pytest.raises(InputError, match="candidates must be sample or beam, not 'beams'"):
+        _config(x=scst(candidates="beams"))
+    with pytest.raises(InputError, match="baseline must be greedy or mean"):
+        _config(x=scst(baseline="average"))
 
 
 @pytest.mark.parametrize("candidates,baseline", [("sample", "greedy"), ("beam", "mean")])

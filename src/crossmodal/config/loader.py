@@ -2,8 +2,8 @@
 
 Every section is a dataclass (data.py, features.py, training.py, compute.py, reports.py); loading walks the YAML and
 the dataclass fields together, so an unknown or mistyped key, a wrong type or an out-of-range value fails at once
-with one line naming the key path (and the nearest valid key). Stages receive config objects; nothing reads
-`params.yaml` behind their back.
+with one line naming the key path (and the nearest valid key, or where a key that moved lives now: `MOVED_KEYS`).
+Stages receive config objects; nothing reads `params.yaml` behind their back.
 
 Beside the conversion (`build`), the loader resolves what params.yaml states once for many: the `paper:` blocks of
 the real profile (`apply_profile`), and the papers' `systems` entries along their `of:` chains, with the reseeded
@@ -28,7 +28,7 @@ from .compute import ComputeConfig, EvaluationConfig, RuntimeConfig
 from .data import CaptionsConfig, DatasetConfig, GroundingConfig, VqaConfig, WorldConfig
 from .features import AttributesConfig, BackboneConfig, GridConfig, RegionsConfig, VideoConfig, WordVectorsConfig
 from .reports import HocaCostConfig, HocaFiguresConfig
-from .training import EnsembleConfig, PaperConfig, SystemConfig
+from .training import EnsembleConfig, PaperConfig, SystemConfig, TrainConfig
 
 PROFILES = ("synthetic", "real")
 PAPERS = ("baselines", "aoanet", "xlan", "eta", "hoca", "ban")  # baselines: systems several papers' tables share
@@ -37,6 +37,10 @@ MODEL_KEYS = ("model", "vocabulary", "inputs", "model_args", "beam_size")  # an 
 ENTRY_KINDS = ("systems", "recipes")  # the entries `of` may name; recipes train nothing
 SEEDS_KEY = "seeds"  # `seeds: n` on a system: it and n - 1 reseeded copies (`expand_seeds`)
 ENTRY_ONLY = ("of", PAPER_KEY, SEEDS_KEY)  # keys of an entry that are not values of the system it states
+MOVED_KEYS = {  # keys params.yaml once had, by the section that held them: old key -> its path now, from that section
+    TrainConfig: {"samples_per_image": "scst.samples", "scst_candidates": "scst.candidates",
+                  "scst_baseline": "scst.baseline"},
+}
 
 
 def seed_copy(name: str, k: int) -> str:
@@ -101,7 +105,7 @@ def _check_keys(cls: type, data: Any, where: str) -> None:
     hints, fields = _hints(cls), {f.name for f in dataclasses.fields(cls)}
     for key, value in data.items():
         if key not in fields:
-            raise InputError(f"params.yaml: unknown key '{where}.{key}'{_suggest(str(key), sorted(fields))}")
+            raise InputError(f"params.yaml: unknown key '{where}.{key}'{_hint(cls, str(key), where, sorted(fields))}")
         _convert(value, hints[key], f"{where}.{key}")  # nested sections (train) have defaults: built in full
 
 
@@ -355,6 +359,15 @@ def _suggest(key: str, allowed: list[str]) -> str:
     return f" (did you mean '{close[0]}'?)" if close else f" (allowed: {', '.join(allowed)})"
 
 
+def _hint(cls: type, key: str, where: str, allowed: list[str]) -> str:
+    """What an unknown `key` of section `cls` at `where` should be: the path it moved to (MOVED_KEYS), so that an
+    old params.yaml or `-S` override names the new key, else the nearest of `allowed` (`_suggest`)."""
+    moved = MOVED_KEYS.get(cls, {}).get(key)
+    if moved is None:
+        return _suggest(key, allowed)
+    return f" (did you mean '{where + '.' if where else ''}{moved}'? the key moved there)"
+
+
 def _convert(value: Any, tp: Any, where: str) -> Any:
     origin = typing.get_origin(tp)
     if dataclasses.is_dataclass(tp):
@@ -421,7 +434,7 @@ def build(cls: type, data: Any, where: str = "") -> Any:
     for key, value in data.items():
         path = f"{where}.{key}" if where else str(key)
         if key not in fields:
-            raise InputError(f"params.yaml: unknown key '{path}'{_suggest(str(key), list(fields))}")
+            raise InputError(f"params.yaml: unknown key '{path}'{_hint(cls, str(key), where, list(fields))}")
         kwargs[key] = _convert(value, hints[key], path)
     missing = [
         name for name, f in fields.items()

@@ -1,5 +1,6 @@
-"""The sections of training: a system's recipe (`train`, with its scheduled sampling), a trained system
-resolved from its paper's `systems` entry (`SystemConfig`), ensembles, and a paper's section (`PaperConfig`).
+"""The sections of training: a system's recipe (`train`, with its scheduled sampling and its self-critical
+objective's settings, `train.scst`), a trained system resolved from its paper's `systems` entry (`SystemConfig`),
+ensembles, and a paper's section (`PaperConfig`).
 """
 from __future__ import annotations
 
@@ -12,6 +13,28 @@ class ScheduledSamplingConfig:
     increase_every: int = 5
     increase_prob: float = 0.05
     max_prob: float = 0.25
+
+
+@dataclass(frozen=True)
+class ScstConfig:
+    """Self-critical training's settings (`train.scst`, read by tasks/objectives/scst.py only): the candidate
+    captions drawn per image, how they are drawn, and the baseline their rewards are measured against."""
+
+    samples: int = 5  # candidate captions per image (samples, or beams: see candidates)
+    candidates: str = "sample"  # sample (multinomial samples, Rennie et al. and the official codes) | beam (the best
+    # beams of a beam search, the meshed-memory Transformer's SCST; tasks/objectives/scst.py)
+    baseline: str = "greedy"  # what a sample's reward is measured against: greedy (the greedy caption's CIDEr-D,
+    # Rennie et al.) | mean (the mean CIDEr-D of the image's other samples, Luo 2020)
+
+    def __post_init__(self) -> None:
+        if self.candidates not in ("sample", "beam"):
+            raise ValueError(f"candidates must be sample or beam, not {self.candidates!r}")
+        if self.baseline not in ("greedy", "mean"):
+            raise ValueError(f"baseline must be greedy or mean, not {self.baseline!r}")
+        if self.samples < 1:
+            raise ValueError(f"samples must be at least 1, not {self.samples!r}")
+        if self.baseline == "mean" and self.samples < 2:
+            raise ValueError("baseline: mean needs samples of at least 2")
 
 
 SCHEDULES = ("step", "noam", "plateau", "constant", "warmup_step")
@@ -43,11 +66,7 @@ class TrainConfig:
     label_smoothing: float = 0.0
     scheduled_sampling: ScheduledSamplingConfig = field(default_factory=ScheduledSamplingConfig)
     decay_start: int = 10  # warmup_step: the first epoch of the decay (BAN: x gamma every step_size epochs from 10)
-    samples_per_image: int = 5  # SCST: candidate captions per image (samples, or beams: see scst_candidates)
-    scst_candidates: str = "sample"  # SCST: sample (multinomial samples, Rennie et al. and the official codes) |
-    # beam (the best beams of a beam search, the meshed-memory Transformer's SCST; tasks/objectives/scst.py)
-    scst_baseline: str = "greedy"  # SCST: what a sample's reward is measured against: greedy (the greedy caption's
-    # CIDEr-D, Rennie et al.) | mean (the mean CIDEr-D of the image's other samples, Luo 2020)
+    scst: ScstConfig = field(default_factory=ScstConfig)  # self-critical training (`objective: scst`)
     val_beam: int = 1  # captioning: the beam that decodes the val split each epoch; 1: greedy, as the official
     # codes validate; the test's beam scores epochs by the captions the tables score (the meshed-memory Transformer)
     caption_rows: str = "repeat"  # cross-entropy captioning: repeat (every item gives as many caption rows as the
@@ -59,20 +78,14 @@ class TrainConfig:
             raise ValueError(f"schedule must be one of {', '.join(SCHEDULES)}, not {self.schedule!r}")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, not {self.optimizer!r}")
-        if self.scst_candidates not in ("sample", "beam"):
-            raise ValueError(f"scst_candidates must be sample or beam, not {self.scst_candidates!r}")
-        if self.scst_baseline not in ("greedy", "mean"):
-            raise ValueError(f"scst_baseline must be greedy or mean, not {self.scst_baseline!r}")
         if self.caption_rows not in ("repeat", "once"):
             raise ValueError(f"caption_rows must be repeat or once, not {self.caption_rows!r}")
         if self.val_beam < 1:
             raise ValueError(f"val_beam is a beam width (1: greedy), at least 1, not {self.val_beam!r}")
-        if self.scst_baseline == "mean" and self.samples_per_image < 2:
-            raise ValueError("scst_baseline: mean needs samples_per_image of at least 2")
         if self.grad_clip_mode not in ("value", "norm"):
             raise ValueError(f"grad_clip_mode must be value or norm, not {self.grad_clip_mode!r}")
-        if self.max_epochs < 1 or self.batch_size < 1 or self.samples_per_image < 1:
-            raise ValueError("max_epochs, batch_size and samples_per_image must be at least 1")
+        if self.max_epochs < 1 or self.batch_size < 1:
+            raise ValueError("max_epochs and batch_size must be at least 1")
         if self.patience < 0 or self.plateau_patience < 0 or self.min_delta < 0:
             raise ValueError("patience, plateau_patience and min_delta must be at least 0")
 

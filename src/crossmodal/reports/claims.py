@@ -58,7 +58,7 @@ WORLD_NAMES = {"images": "image captioning", "msvd": "video captioning, MSVD-lik
 # A recipe known to be wrong, as a run's history shows it: SCST whose candidates are multinomial samples logs their
 # reward under this key (tasks/objectives/scst.py REWARD_KEYS["sample"]); the sentence and the evidence the page links.
 SAMPLED_SCST = "train_CIDEr_sample"
-RECIPE_FLAW = ("SCST from multinomial samples (`train.scst_candidates: sample`) lowers the beam-decoded captions that "
+RECIPE_FLAW = ("SCST from multinomial samples (`train.scst.candidates: sample`) lowers the beam-decoded captions that "
                "the tables score on these worlds", "benchmarks/results/scst.md")
 
 

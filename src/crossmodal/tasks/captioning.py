@@ -7,7 +7,7 @@ for images, data/processed/video/<dataset>/<vocabulary>/ for clips), the named i
 feature sets (data/feature_sets.py), and the corpus's val/test references in COCO layout.
 
 Objectives, each a module of tasks/objectives/ loaded by name: cross-entropy (`objective: xe`, objectives/xe.py)
-and self-critical training (`objective: scst`, objectives/scst.py: per image `samples_per_image` candidate
+and self-critical training (`objective: scst`, objectives/scst.py: per image `train.scst.samples` candidate
 captions, sampled or the best beams, rewarded by CIDEr-D against a baseline).
 
 Validation metric: CIDEr-D of the val split's captions (`val_CIDEr`), greedy unless `train.val_beam` > 1. Test: beam

@@ -1,9 +1,9 @@
 """Self-critical sequence training (Rennie et al., CVPR 2017): REINFORCE with a baseline from the model itself.
 
-Per image, `samples_per_image` candidate captions are drawn and, when the baseline needs it, one greedy caption is
-decoded (eval mode, no gradients). The candidates (`train.scst_candidates`) are:
+Per image, `train.scst.samples` candidate captions are drawn and, when the baseline needs it, one greedy caption is
+decoded (eval mode, no gradients). The candidates (`train.scst.candidates`) are:
 - `sample`: multinomial samples (train mode, with gradients): Rennie et al. and the official AoANet and X-LAN codes;
-- `beam`: the `samples_per_image` best hypotheses of a beam search (eval mode, no gradients), whose token
+- `beam`: the `train.scst.samples` best hypotheses of a beam search (eval mode, no gradients), whose token
   log-probabilities are then computed teacher-forced in train mode, with gradients (`beam_candidates`): the
   meshed-memory Transformer's SCST (Cornia et al., CVPR 2020), which searches in train mode instead. A deviation
   from the captioning papers here, on the synthetic world only (params.yaml `recipes.scst`; their `paper:` blocks
@@ -11,7 +11,7 @@ decoded (eval mode, no gradients). The candidates (`train.scst_candidates`) are:
   on the training batches), and the policy gradient of their expected reward shortened the captions (11.2 to
   9.1 words) and lowered the greedy and beam-3 validation scores; around the beams it raised beam 3 from 212.5
   to 261.2 in three epochs (benchmarks/results/scst_beam.md).
-The advantage of a candidate is its CIDEr-D minus a baseline (`train.scst_baseline`):
+The advantage of a candidate is its CIDEr-D minus a baseline (`train.scst.baseline`):
 - `greedy`: the greedy caption's CIDEr-D (Rennie et al., the official AoANet and X-LAN codes);
 - `mean`: the mean CIDEr-D of the image's other samples (Luo, "A better variant of self-critical sequence
   training", 2020), which centres each image's advantages: here samples score far below the greedy caption,
@@ -46,7 +46,7 @@ from ...metrics.cider import CiderD
 from ...models.base import Captioner
 from .xe import with_eos
 
-# each epoch's mean reward, by whose captions: the candidates' (`train.scst_candidates`) and the greedy baseline's
+# each epoch's mean reward, by whose captions: the candidates' (`train.scst.candidates`) and the greedy baseline's
 REWARD_KEYS = {"sample": "train_CIDEr_sample", "beam": "train_CIDEr_beam", "greedy": "train_CIDEr_greedy"}
 
 
@@ -153,10 +153,10 @@ class Objective:
     def loss(self, net, model, rows, inputs, share):
         loss, sample_scores, greedy_scores = self_critical_batch(
             model, inputs, [self.references[i] for i in rows], self.cider, self.task.words,
-            self.train.samples_per_image, self.task.max_length, self.generator, net, share,
-            self.train.scst_baseline, self.train.scst_candidates)
+            self.train.scst.samples, self.task.max_length, self.generator, net, share, self.train.scst.baseline,
+            self.train.scst.candidates)
         logged = {"train_loss": (loss.item(), 1.0),  # (sum, count) per rank
-                  REWARD_KEYS[self.train.scst_candidates]: (float(np.sum(sample_scores)), float(len(sample_scores)))}
+                  REWARD_KEYS[self.train.scst.candidates]: (float(np.sum(sample_scores)), float(len(sample_scores)))}
         if greedy_scores is not None:
             logged[REWARD_KEYS["greedy"]] = (float(np.sum(greedy_scores)), float(len(greedy_scores)))
         return loss, logged
