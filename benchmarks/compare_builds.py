@@ -6,7 +6,8 @@ which files differ. Three things legitimately differ between two runs of the sam
 comparison: the MLflow run id a metrics file records (`mlflow_run_id`, a fresh id per run), the time and memory a
 cost stage measures (`train_seconds`, `space_gib`: HOCA's Table 3, which prints them), and the pages that print such
 ids or the build's own paths (`reports/index.md`: the link to each MLflow run). The code closures
-(`data/code/`, the files each stage lists its modules in) are listed apart: a refactor changes them by design.
+(`data/code/`, the files each stage lists its modules in) and the values files (`data/params/`, the params each
+stage reads, by key) are listed apart: a refactor of the code or of the params' layout changes them by design.
 A model file (`.pt`) whose bytes differ is opened: equal tensors under a different embedded config (the system's
 params, as a refactor of the params' layout writes them) are listed as `metadata`, apart from real differences.
 Everything else must be equal to the byte.
@@ -31,6 +32,7 @@ HERE = Path(__file__).resolve().parent
 VOLATILE_KEYS = ("mlflow_run_id", "train_seconds", "space_gib")  # a run's id; what a cost stage measures
 VOLATILE_FILES = ("reports/index.md", "reports/tables/hoca_table3.md", "reports/tables/hoca_table3.csv")
 CODE = "data/code/"  # the code closures: what a refactor changes by design
+VALUES = "data/params/"  # the values of the params each stage reads: a refactor of the params' layout renames keys
 
 
 def lock_outputs(repo: Path, stages: set[str] | None = None) -> dict[str, str]:
@@ -112,12 +114,12 @@ def compare(a: Path, b: Path, stages: set[str] | None = None) -> dict:
         report["only_a"] += sorted(set(files_a) - set(files_b))
         report["only_b"] += sorted(set(files_b) - set(files_a))
         for file in sorted(set(files_a) & set(files_b)):
-            key = ("skipped" if file in VOLATILE_FILES else "code" if file.startswith(CODE)
-                   else kind(a / file, b / file))
+            key = "skipped" if file in VOLATILE_FILES else kind(a / file, b / file)
+            key = "code" if key != "equal" and file.startswith((CODE, VALUES)) else key
             report[key].append(file)
     for side in ("only_a", "only_b"):  # a renamed closure is one side's only
-        report["code"] += [f for f in report[side] if f.startswith(CODE)]
-        report[side] = [f for f in report[side] if not f.startswith(CODE)]
+        report["code"] += [f for f in report[side] if f.startswith((CODE, VALUES))]
+        report[side] = [f for f in report[side] if not f.startswith((CODE, VALUES))]
     return report
 
 
@@ -148,8 +150,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{key}: {file}")
     print(f"{len(report['equal'])} files equal, {len(report['different'])} different, {len(report['only_a'])} only "
           f"in {args.a}, {len(report['only_b'])} only in {args.b}, {len(report['skipped'])} skipped (volatile), "
-          f"{len(report['code'])} code closures changed or renamed, {len(report['metadata'])} model files with equal "
-          "tensors and other metadata")
+          f"{len(report['code'])} code closures or values files changed or renamed, {len(report['metadata'])} model "
+          "files with equal tensors and other metadata")
     return 1 if report["different"] or report["only_a"] or report["only_b"] else 0
 
 
