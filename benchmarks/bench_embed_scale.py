@@ -4,8 +4,8 @@ The Transformer (`models/transformer.py`) multiplies its word embedding by sqrt(
 N(0, 1) init the decoder's first input had std sqrt(D) (8 at the default profile's D 64) against sinusoidal
 positions within ±1; the fix draws the same numbers scaled by D^-1/2 (`scaled_word_embedding`, N(0, 1/D), as
 tensor2tensor and fairseq do), so sqrt(D) E w starts at unit scale. Since the fix consumes the random stream exactly
-as nn.Embedding does (tests/test_transformer.py checks it), the two runs below start from the same weights except
-that the `n01` run's embedding is `unit`'s times sqrt(D): the curve differs only by the init.
+as nn.Embedding does (tests/models/test_transformer.py checks it), the two runs below start from the same weights
+except that the `n01` run's embedding is `unit`'s times sqrt(D): the curve differs only by the init.
 
 It trains the `transformer` system as params.yaml states it (the default world and profile, its schedule and early
 stopping) twice, once per init, in a temporary copy of the repository (`bench_pipeline.copy_repo`; the workspace is

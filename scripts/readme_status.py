@@ -8,7 +8,7 @@ benchmarks/results/retrain.json (benchmarks/retrain_time.py) and test_command.js
 numbers are not touched.
 
     python scripts/readme_status.py           # rewrite them
-    python scripts/readme_status.py --check   # exit 1 if any is stale (tests/test_readme.py checks the same)
+    python scripts/readme_status.py --check   # exit 1 if any is stale (tests/docs/test_readme.py checks the same)
 """
 from __future__ import annotations
 

@@ -2,26 +2,30 @@
 the tiny pipeline's `tiny_build` or `tiny_repo` as an argument)."""
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
 
 # The modules' order, which pytest-xdist (`--dist loadfile --no-loadscope-reorder`, pyproject.toml) follows in handing
-# them to its workers: the tiny pipeline's build (test_pipeline_e2e.py) on one worker; meanwhile, on the other, modules
-# that need no tiny pipeline (the build keeps about 1.6 of the 2 cores busy, and that worker would otherwise wait for
-# it); then the modules that rerun the built stages, the longest first; then the rest, short ones filling both workers
-# at the end (by default xdist sorts by number of tests, which put a one-test module of 140 s last, on one worker
-# while the other waited).
-FIRST_MODULES = ("test_pipeline_e2e.py",
-                 "test_params_deps.py", "test_figures.py", "test_environment.py", "test_tracking.py",
-                 "test_readme_examples.py",
-                 "test_pipeline_reruns.py", "test_pipeline_queue.py", "test_pipeline_real.py")
+# them to its workers: the tiny pipeline's build (end_to_end/test_tiny_pipeline.py) on one worker; meanwhile, on the
+# other, modules that need no tiny pipeline (the build keeps about 1.6 of the 2 cores busy, and that worker would
+# otherwise wait for it); then the modules that rerun the built stages, the longest first; then the other long ones
+# (processes of their own), which the folders' order would leave near the end; then the rest, short ones filling both
+# workers at the end (by default xdist sorts by number of tests, which put a one-test module of 140 s last, on one
+# worker while the other waited). Paths relative to tests/.
+FIRST_MODULES = ("end_to_end/test_tiny_pipeline.py",
+                 "test_pipelines.py", "reports/test_figures.py", "test_environment.py", "test_tracking.py",
+                 "docs/test_readme_examples.py",
+                 "end_to_end/test_reruns.py", "end_to_end/test_queue.py", "end_to_end/test_real_profile.py",
+                 "end_to_end/test_machine_cache.py", "training/test_distributed.py", "pipeline/test_repro.py")
+TESTS = Path(__file__).parent
 
 
 def pytest_collection_modifyitems(items):
     """FIRST_MODULES in their order, before the others, which keep theirs."""
     rank = {name: k for k, name in enumerate(FIRST_MODULES)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+    items.sort(key=lambda item: rank.get(item.path.relative_to(TESTS).as_posix(), len(rank)))
 
 
 @pytest.fixture
@@ -64,7 +68,7 @@ def tiny_repo(tiny_build, tmp_path_factory):
 def shared_meteor():
     """One METEOR JVM per pytest worker, for its tests and the stage processes they start, as `python -m
     crossmodal.pipeline.repro` gives its stages (metrics/meteor_server.py): each start loads METEOR's paraphrase table,
-    about 10 CPU-seconds. test_meteor_server.py checks the scores against a process's own METEOR."""
+    about 10 CPU-seconds. metrics/test_meteor_server.py checks the scores against a process's own METEOR."""
     if shutil.which("java") is None:
         yield None
         return

@@ -1,5 +1,5 @@
 """The synthetic image world written out as the published files of the real profile: a helper of the tests
-(test_pipeline_real.py), not of the pipeline.
+(end_to_end/test_real_profile.py), not of the pipeline.
 
 Serving these files (from a loopback HTTP server, say) and pointing params.yaml `datasets` at them runs the real
 data path end to end without the internet: download, extraction, conversion and training see the exact formats

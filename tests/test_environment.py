@@ -17,6 +17,8 @@ from crossmodal.environment import (KERNEL_FLAGS, KERNEL_VARIABLES, PORTABLE, cp
 from crossmodal.machine import parse_cpuinfo, parse_processor
 from crossmodal.io import InputError
 
+pytestmark = pytest.mark.slow  # two processes training in portable mode
+
 ROOT = Path(__file__).resolve().parents[1]
 PROBE = """
 import os, sys

@@ -27,6 +27,7 @@ import numpy as np
 import pytest
 import torch
 import yaml
+from cli_process import crossmodal
 
 from crossmodal import paths
 from crossmodal.config.loader import load
@@ -36,7 +37,6 @@ from crossmodal.features.backbone import load_backbone
 from crossmodal.io import InputError, RefusedFile, load_torch
 from crossmodal.models.registry import read_model_file
 from crossmodal.training.trainer import Trainer
-from test_distributed import crossmodal
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = {"model_args": {"embed_dim": 8, "hidden_dim": 8, "att_hidden_dim": 8},
@@ -97,7 +97,7 @@ def test_an_unreadable_file_is_an_input_error_but_not_a_refusal(tmp_path):
         load_torch(tmp_path / "absent.pt", "some_stage", "model file")
 
 
-# ---- the readers, on a tiny world
+# ---- the readers, on a tiny world (made by the CLI's processes: the tests that read it are marked slow)
 
 
 @pytest.fixture(scope="module")
@@ -147,6 +147,7 @@ def hostile_model(repo, tmp_path):
         path.write_bytes(backup)
 
 
+@pytest.mark.slow
 def test_continuing_a_system_refuses_a_hostile_model_file(repo, cfg, hostile_model):
     path, marker = hostile_model
     with pytest.raises(RefusedFile) as err:
@@ -157,6 +158,7 @@ def test_continuing_a_system_refuses_a_hostile_model_file(repo, cfg, hostile_mod
     assert not marker.exists()
 
 
+@pytest.mark.slow
 def test_the_ensemble_refuses_a_hostile_member(repo, cfg, hostile_model, monkeypatch):
     from crossmodal import tracking
     from crossmodal.metrics import captions
@@ -174,6 +176,7 @@ def test_the_ensemble_refuses_a_hostile_member(repo, cfg, hostile_model, monkeyp
     assert_refused(err, path, TINY_STAGE, marker)
 
 
+@pytest.mark.slow
 def test_resume_refuses_a_hostile_checkpoint_and_restarts_after_a_truncated_one(repo, cfg, tmp_path):
     trainer = Trainer(cfg, "tiny", repo, progress=False)
     marker = tmp_path / "pwned"
@@ -190,6 +193,7 @@ def test_resume_refuses_a_hostile_checkpoint_and_restarts_after_a_truncated_one(
         trainer.checkpoint.unlink(missing_ok=True)
 
 
+@pytest.mark.slow
 def test_a_checkpoint_restores_every_rng_exactly(repo, cfg):
     trainer = Trainer(cfg, "tiny", repo, progress=False)
     np.random.standard_normal()  # leaves numpy with a cached gaussian, which the state must carry too
@@ -203,6 +207,7 @@ def test_a_checkpoint_restores_every_rng_exactly(repo, cfg):
     assert torch.equal(draws[0], again[0]) and np.array_equal(draws[1], again[1]) and draws[2] == again[2]
 
 
+@pytest.mark.slow
 def test_a_hostile_backbone_fails_extract_regions_with_one_line(repo, tmp_path):
     backbone, marker = repo / paths.BACKBONE, tmp_path / "pwned"
     regions = (repo / paths.REGIONS).read_bytes()
@@ -319,6 +324,7 @@ def test_a_caption_label_file_that_links_to_another_file_is_refused(tmp_path):
         load_labels(path, "test")
 
 
+@pytest.mark.slow
 def test_an_image_beyond_pils_pixel_limit_is_one_line(repo, monkeypatch):
     from PIL import Image
 

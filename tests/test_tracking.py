@@ -8,6 +8,8 @@ import pytest
 from crossmodal import tracking
 from crossmodal.config.loader import origin_root
 
+pytestmark = pytest.mark.slow  # MLflow stores and processes
+
 
 @pytest.fixture
 def repo(tmp_path, monkeypatch):

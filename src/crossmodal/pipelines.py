@@ -21,7 +21,8 @@ DVC cache, scripts/setup.sh, restores a finished stage instead of running it): g
 `metrics`, figures `plots`. Not run-cached, by design: `download-*` (its folder persists, a resumed download's part
 files with it, and is not cached: data/raw is large), `tables` and `index` (their Markdown and CSV files are neither
 metrics nor plots DVC can read; declared so, `dvc plots show` would fail on each; they take seconds, and `index`
-also tags the MLflow runs of the clone it runs in). tests/test_machine_cache.py checks DVC's condition on each stage.
+also tags the MLflow runs of the clone it runs in). tests/end_to_end/test_machine_cache.py checks DVC's condition on
+each stage.
 
 The files are generated, not written by hand: after adding or removing a system, run this command (a test and
 `--check` fail while a stage file differs from what params.yaml and the code say).
@@ -82,7 +83,7 @@ def _stage(cmd: str, params: list, deps: list, outs: list, metrics: list | None 
     """One stage. `metrics` (JSON) and `plots` (PNG) are git-tracked outputs (`cache: false`): declared as such, not
     as `outs` with `cache: false`, because DVC's run-cache skips a stage with a `cache: false` output that is neither
     (dvc/stage/__init__.py, `Stage.run`), and the run-cache is what restores a finished stage in a fresh clone that
-    shares the machine's DVC cache (scripts/setup.sh; tests/test_machine_cache.py)."""
+    shares the machine's DVC cache (scripts/setup.sh; tests/end_to_end/test_machine_cache.py)."""
     stage = {"cmd": cmd}
     if wdir:
         stage["wdir"] = wdir

@@ -14,7 +14,7 @@ where l_s is pycocoevalcap's "length": the number of bigrams of s (words - 1, at
 
 Document frequencies come either from a corpus given once to the constructor (the official SCST code caches
 them for the training references) or, with `corpus=None`, from the references of each call, which is what
-pycocoevalcap's Cider does; the latter equals pycocoevalcap's CiderScorer to rounding (tests/test_cider.py).
+pycocoevalcap's Cider does; the latter equals pycocoevalcap's CiderScorer to rounding (tests/metrics/test_cider.py).
 """
 from __future__ import annotations
 

@@ -9,7 +9,7 @@
 2. The runs a side needs for the paper's gap: the smallest n with MDE(n, n) <= |gap| at df = 2n - 2 (the spread of
    the two sides' own n runs each), searched up to `cap`.
 
-tests/test_claims.py checks both against the exact power of the t-test (the noncentral t distribution).
+tests/reports/test_claims.py checks both against the exact power of the t-test (the noncentral t distribution).
 """
 from __future__ import annotations
 

@@ -40,8 +40,8 @@ status; each process joins one process group (backend auto: nccl on CUDA, gloo o
   multi-process run is therefore an equally valid run, not the same numbers.
 Ensembles only decode and always run in one process (on `compute.device`).
 
-Measured on CPU (tests/test_distributed.py: Up-Down without dropout or scheduled sampling, 41 images in batches
-of 10, 2 epochs = 10 steps, 2 gloo processes through torchrun against one process): with SGD (momentum 0.9,
+Measured on CPU (tests/training/test_distributed.py: Up-Down without dropout or scheduled sampling, 41 images in
+batches of 10, 2 epochs = 10 steps, 2 gloo processes through torchrun against one process): with SGD (momentum 0.9,
 lr 0.05) the largest parameter difference is 1.5e-8, about one float32 ulp of the weights; the test allows
 1e-7. With Adam (lr 0.01) it is 9e-6 after one step and 7.5e-5 after 10: Adam divides each gradient by its
 own running magnitude, so a parameter whose gradient is near 0 turns float noise of ~1e-9 into an update of
