@@ -4,6 +4,7 @@ tags, so that the UI's search `tags.paper = 'xlan'` shows one paper's runs. Runs
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from urllib.parse import parse_qs, urlsplit
 
@@ -140,6 +141,17 @@ def test_a_run_missing_from_the_store_or_a_file_without_run_id_is_a_warning(cfg,
     assert "warning: reports/metrics/aoanet.json names no mlflow_run_id" in err
     assert "paper" not in client_for(uri).get_run(ids["xlan_enc1"]).data.tags
     assert client_for(uri).get_run(ids["xlan"]).data.tags["paper"] == "xlan"
+
+
+def test_many_missing_runs_are_counted_on_one_short_line(cfg, store, capsys):
+    root, uri, _, ids = store
+    for k, name in enumerate(sorted(ids)[:5]):
+        (root / paths.METRICS / f"{name}.json").write_text(json.dumps({"variant": name, "mlflow_run_id": f"{k}" * 32}))
+    tag_runs(cfg, root, uri)
+    line = next(x for x in capsys.readouterr().err.splitlines() if "not tagged (" in x)
+    count = int(re.search(r"not tagged \((\d+)\)", line).group(1))
+    assert count >= 4 and line.count(" (") == 1 + 3  # the count, then three runs named with their ids
+    assert line.endswith(f", and {count - 3} more")
 
 
 def test_the_default_store_is_the_pipelines_and_none_is_created(cfg, store, tmp_path, monkeypatch, capsys):

@@ -12,6 +12,7 @@ import json
 import shutil
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -308,6 +309,20 @@ def test_device_choice_and_the_cpu_only_checks():
         distributed.resolve_device(ComputeConfig(device="cuda"))
     with pytest.raises(InputError, match="nccl needs CUDA"):
         distributed.launch(ComputeConfig(processes=2, backend="nccl"), ["train", "--system", "x"])
+
+
+def test_a_launch_says_where_its_processes_run(monkeypatch, capsys):
+    """Several processes under `device: auto` on a machine without CUDA run on the CPU over gloo: the launch says so
+    before torchrun starts (the command it starts is not run here)."""
+    started = []
+    monkeypatch.setattr(distributed.torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(distributed.subprocess, "run", lambda cmd: started.append(cmd) or SimpleNamespace(returncode=0))
+    assert distributed.launch(ComputeConfig(processes=4), ["train", "--system", "x"]) == 0
+    assert "--nproc_per_node=4" in started[0]
+    assert capsys.readouterr().err == ("distributed: 4 processes on the CPU (compute.device is auto and torch sees no "
+                                       "CUDA device; compute.device: cuda refuses instead), over gloo\n")
+    distributed.launch(ComputeConfig(processes=2, device="cpu", backend="gloo"), ["train", "--system", "x"])
+    assert capsys.readouterr().err == "distributed: 2 processes on the CPU, over gloo\n"
 
 
 def test_cpu_amp_is_deterministic_bf16_autocast_and_auto_follows_native_bf16(monkeypatch):

@@ -102,6 +102,9 @@ def run_tags(cfg) -> dict[str, dict[str, str | None]]:
     return tags
 
 
+SHOWN_MISSING = 3  # the runs a warning names; it counts them all
+
+
 def _warn(message: str) -> None:
     print(f"warning: {message}", file=sys.stderr)
 
@@ -167,9 +170,10 @@ def _apply(uri: str, lock: Path | None, runs: dict[str, tuple[str, dict[str, str
             for key in stale:
                 client.delete_tag(run_id, key)
             changed += bool(updates or stale)
-    if missing:  # one line: a fresh clone's committed metrics name the committer's runs
-        _warn(f"runs named by {paths.METRICS.as_posix()}/ but not in {uri}, not tagged ({len(missing)}): "
-              + ", ".join(missing))
+    if missing:  # one short line: a fresh clone's committed metrics name the committer's runs, every one of them
+        shown = ", ".join(missing[:SHOWN_MISSING]) + (f", and {len(missing) - SHOWN_MISSING} more"
+                                                      if len(missing) > SHOWN_MISSING else "")
+        _warn(f"runs named by {paths.METRICS.as_posix()}/ but not in {uri}, not tagged ({len(missing)}): {shown}")
     print(f"mlflow: {changed} of {len(runs)} runs retagged (paper, table_papers, table_rows, seed_group, seed)"
           + (f", {len(missing)} not in the store" if missing else ""))
     return changed

@@ -137,12 +137,18 @@ def launch_command(processes: int, cli_args: list[str]) -> list[str]:
 
 
 def launch(compute: ComputeConfig, cli_args: list[str]) -> int:
-    """Run the command under torchrun, after the checks that would otherwise fail in every process; its status."""
+    """Run the command under torchrun, after the checks that would otherwise fail in every process; its status.
+    It says first where the processes run: under `compute.device: auto` a machine without CUDA runs them on the CPU
+    (over gloo), which a user who asked for several GPUs must not learn from the run's time."""
     device = resolve_device(compute)
-    _backend(compute, device)
+    backend = _backend(compute, device)
     if device.type == "cuda" and compute.processes > torch.cuda.device_count():
         raise InputError(f"compute.processes is {compute.processes}, but this machine has "
                          f"{torch.cuda.device_count()} CUDA devices")
+    where = "CUDA devices" if device.type == "cuda" else "the CPU" + (
+        " (compute.device is auto and torch sees no CUDA device; compute.device: cuda refuses instead)"
+        if compute.device == "auto" else "")
+    print(f"distributed: {compute.processes} processes on {where}, over {backend}", file=sys.stderr, flush=True)
     return subprocess.run(launch_command(compute.processes, cli_args)).returncode
 
 
