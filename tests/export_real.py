@@ -112,10 +112,11 @@ def export_grounding_formats(grounding_world: Path, regions_path: Path, out_dir:
     lists = {name: (grounding_world / name).read_text().split() for name in SPLIT_LISTS}
     ids = {int(i): int(i) + FLICKR_ID_OFFSET for names in lists.values() for i in names}
     members: dict[str, Path | bytes] = {}
-    for old, new in ids.items():
-        members[f"Sentences/{new}.txt"] = grounding_world / "Sentences" / f"{old}.txt"
-        xml = (grounding_world / "Annotations" / f"{old}.xml").read_text()
-        members[f"Annotations/{new}.xml"] = xml.replace(f"<filename>{old}.jpg<", f"<filename>{new}.jpg<").encode()
+    with zipfile.ZipFile(grounding_world / FLICKR_ARCHIVE) as world:
+        for old, new in ids.items():
+            members[f"Sentences/{new}.txt"] = world.read(f"Sentences/{old}.txt")
+            xml = world.read(f"Annotations/{old}.xml").decode()
+            members[f"Annotations/{new}.xml"] = xml.replace(f"<filename>{old}.jpg<", f"<filename>{new}.jpg<").encode()
     _write_zip(out_dir / FLICKR_ARCHIVE, members)
     for name, names in lists.items():
         (out_dir / name).write_text("".join(f"{ids[int(i)]}\n" for i in names))

@@ -2,18 +2,20 @@
 from __future__ import annotations
 
 import re
+import zipfile
 from pathlib import Path
 
 import pytest
 
 from crossmodal.data.flickr30k_entities import (
+    ARCHIVE,
     EntityPhrase,
+    EntityRelease,
     check_splits,
     grounding_phrases,
     parse_entity_sentence,
     phrase_status,
     read_entity_boxes,
-    read_entity_image,
     read_entity_sentences,
     read_split_ids,
 )
@@ -25,8 +27,19 @@ IMAGE_ID = 1000092795
 
 
 @pytest.fixture(scope="module")
-def image():
-    return read_entity_image(ROOT, IMAGE_ID)
+def image(tmp_path_factory):
+    """The sample as the release ships it: both files in annotations.zip, read in place."""
+    root = tmp_path_factory.mktemp("release")
+    with zipfile.ZipFile(root / ARCHIVE, "w", zipfile.ZIP_DEFLATED) as archive:
+        for member in (f"Sentences/{IMAGE_ID}.txt", f"Annotations/{IMAGE_ID}.xml"):
+            archive.write(ROOT / member, member)
+    with EntityRelease(root) as release:
+        return release.image(IMAGE_ID)
+
+
+def test_the_archive_reads_as_the_files_do(image):
+    assert list(image.sentences) == read_entity_sentences(ROOT / "Sentences" / f"{IMAGE_ID}.txt")
+    assert image.annotation == read_entity_boxes(ROOT / "Annotations" / f"{IMAGE_ID}.xml")
 
 
 def test_sentences_and_phrases(image):
@@ -162,8 +175,17 @@ def test_missing_and_unparsable_files(tmp_path):
     (tmp_path / "bad.xml").write_text("<annotation><size>")
     with pytest.raises(InputError, match="not valid XML"):
         read_entity_boxes(tmp_path / "bad.xml")
+    with pytest.raises(InputError, match="missing Flickr30k Entities archive"):
+        EntityRelease(tmp_path)
+    (tmp_path / ARCHIVE).write_text("not a zip")
+    with pytest.raises(InputError, match="annotations.zip: not a zip archive"):
+        EntityRelease(tmp_path)
+    with zipfile.ZipFile(tmp_path / ARCHIVE, "w") as archive:
+        archive.writestr(f"Sentences/{IMAGE_ID}.txt", "[/EN#1/people A man] runs .\n")
+    with EntityRelease(tmp_path) as release, pytest.raises(InputError, match=f"has no Annotations/{IMAGE_ID}.xml"):
+        release.image(IMAGE_ID)
     with pytest.raises(InputError, match="missing Flickr30k Entities sentence file"):
-        read_entity_image(tmp_path, IMAGE_ID)
+        read_entity_sentences(tmp_path / "none.txt")
     (tmp_path / "ids.txt").write_text("12\n3x\n")
     with pytest.raises(InputError, match=re.escape("ids.txt:2: '3x' is not an image id")):
         read_split_ids(tmp_path / "ids.txt")

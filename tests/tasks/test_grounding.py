@@ -14,7 +14,7 @@ import torch
 
 from crossmodal import paths
 from crossmodal.config.loader import from_data
-from crossmodal.data.flickr30k_entities import ENTITY_TYPES, grounding_phrases, read_entity_image, read_split_ids
+from crossmodal.data.flickr30k_entities import ENTITY_TYPES, EntityRelease, grounding_phrases
 from crossmodal.features.word_vectors import write_word_vectors
 from crossmodal.io import InputError, read_json
 from crossmodal.stages import prepro_grounding, synthesize_grounding
@@ -71,11 +71,12 @@ def test_preprocessing_decodes_the_world_exactly(world):
     words = read_json(folder / "words.json")
     word = ["<pad>", "<unk>", *words]
     seen, left_out = Counter(), 0
+    release = EntityRelease(source)
     for split in ("train", "val", "test"):
         data = load_grounding_split(folder, split)
         expected = []
-        for image_id in read_split_ids(source / f"{split}.txt"):
-            image = read_entity_image(source, image_id)
+        for image_id in release.split_ids(split):
+            image = release.image(image_id)
             for k, sentence in enumerate(image.sentences):
                 kept = grounding_phrases(sentence, image.annotation)
                 left_out += len(sentence.phrases) - len(kept)
@@ -118,7 +119,7 @@ def test_prepro_grounding_reads_flickr30k_entities_from_its_download_under_the_r
 
     root, _ = world
     cfg = from_data({**PARAMS, "profile": "real"})
-    with pytest.raises(InputError, match="train.txt"):
+    with pytest.raises(InputError, match="annotations.zip"):
         prepro_grounding.run(cfg, tmp_path, None)  # not downloaded yet: one line naming the missing file
     assert not (tmp_path / paths.GROUNDING).exists()
     shutil.copytree(root / paths.GROUNDING_WORLD, tmp_path / paths.raw("flickr30k_entities"))

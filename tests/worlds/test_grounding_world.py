@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from crossmodal.config.data import SplitSizes, WorldConfig
-from crossmodal.data.flickr30k_entities import check_splits, phrase_status, read_entity_image, read_split_ids
+from crossmodal.data.flickr30k_entities import EntityRelease, check_splits, phrase_status, read_split_ids
 from crossmodal.worlds import image_world
 from crossmodal.worlds.grounding_world import GroundingWorldConfig, generate, pixel_box
 from crossmodal.worlds.vqa_world import describe
@@ -28,8 +28,9 @@ def test_every_phrase_points_at_the_boxes_of_what_it_describes(world):
     graphs, root, _ = world
     statuses, groups = Counter(), 0
     chains_seen: dict[int, int] = {}
+    release = EntityRelease(root)
     for graph in graphs["images"]:
-        image = read_entity_image(root, graph["image_id"])
+        image = release.image(graph["image_id"])
         assert len(image.sentences) == 5
         objects = graph["objects"]
         boxes = {o["object_id"]: pixel_box(o["box"], graph["width"]) for o in objects}
@@ -58,8 +59,9 @@ def test_every_phrase_points_at_the_boxes_of_what_it_describes(world):
 
 def test_types_are_uneven_as_in_the_real_test_set(world):
     graphs, root, _ = world
-    types = Counter(p.types[0] for g in graphs["images"] for s in read_entity_image(root, g["image_id"]).sentences
-                    for p in s.phrases if p.types[0] not in ("scene", "notvisual"))
+    with EntityRelease(root) as release:
+        types = Counter(p.types[0] for g in graphs["images"] for s in release.sentences(g["image_id"])
+                        for p in s.phrases if p.types[0] not in ("scene", "notvisual"))
     assert types.most_common(1)[0][0] == "people"
     assert types["people"] > types["clothing"] > types["instruments"]
     assert set(types) <= {"people", "clothing", "bodyparts", "animals", "vehicles", "instruments", "other"}

@@ -14,6 +14,10 @@ and `flickr30k_entities_utils.py`):
   scene or were judged to need no box.
 - `train.txt`, `val.txt`, `test.txt`: image ids, one per line (29,783 / 1,000 / 1,000).
 
+The release ships `Sentences/` and `Annotations/` in one `annotations.zip`; `EntityRelease` reads them from that
+archive in place (the download keeps it whole, and the synthetic world writes one), so a release is four files
+rather than two per image.
+
 Parsing follows the official utilities: a sentence is its words without the bracket headers, joined by
 single spaces; a phrase records the index of its first word in that sentence, its words, its chain id and
 its types; every `<name>` of a boxed object gets the box, and every `<name>` of a flagged object gets the
@@ -42,6 +46,7 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -52,6 +57,7 @@ ENTITY_TYPES = ("people", "clothing", "bodyparts", "animals", "vehicles", "instr
 NOT_VISUAL = "notvisual"
 NOT_VISUAL_CHAIN = 0
 SPLIT_SIZES = {"train": 29783, "val": 1000, "test": 1000}
+ARCHIVE = "annotations.zip"  # the release's Sentences/ and Annotations/, read in place as downloaded
 
 _KNOWN_TYPES = frozenset(ENTITY_TYPES + (NOT_VISUAL,))
 _HEADER = re.compile(r"\[/EN#(\d+)((?:/[^/\s]+)+)")
@@ -153,16 +159,24 @@ def parse_entity_sentence(line: str, where: str = "sentence") -> EntitySentence:
     return EntitySentence(" ".join(words), tuple(phrases))
 
 
+def parse_entity_sentences(text: str, where: str) -> list[EntitySentence]:
+    """Every non-blank line of a `Sentences/<image_id>.txt` file's text, in file order; `where` names the file."""
+    return [parse_entity_sentence(line, f"{where}:{k + 1}") for k, line in enumerate(text.split("\n")) if line.strip()]
+
+
 def read_entity_sentences(path: str | Path) -> list[EntitySentence]:
     """Every non-blank line of a `Sentences/<image_id>.txt` file, in file order."""
     path = Path(path)
     if not path.is_file():
         raise InputError(f"missing Flickr30k Entities sentence file: {path}")
+    return parse_entity_sentences(_utf8(path.read_bytes(), str(path)), str(path))
+
+
+def _utf8(data: bytes, where: str) -> str:
     try:
-        lines = path.read_text(encoding="utf-8").split("\n")
+        return data.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise InputError(f"{path}: not UTF-8 text ({err})") from None
-    return [parse_entity_sentence(line, f"{path}:{k + 1}") for k, line in enumerate(lines) if line.strip()]
+        raise InputError(f"{where}: not UTF-8 text ({err})") from None
 
 
 # --- boxes ---------------------------------------------------------------------------------------
@@ -182,8 +196,13 @@ def read_entity_boxes(path: str | Path) -> EntityBoxes:
     path = Path(path)
     if not path.is_file():
         raise InputError(f"missing Flickr30k Entities annotation file: {path}")
+    return parse_entity_boxes(path.read_bytes(), str(path))
+
+
+def parse_entity_boxes(data: bytes, path: str) -> EntityBoxes:
+    """Parse the bytes of an `Annotations/<image_id>.xml` file; `path` names it in errors."""
     try:
-        root = ET.parse(path).getroot()
+        root = ET.fromstring(data)
     except ET.ParseError as err:
         raise InputError(f"{path}: not valid XML ({err})") from None
     size = root.find("size")
@@ -221,11 +240,45 @@ def read_entity_boxes(path: str | Path) -> EntityBoxes:
                        frozenset(scene), frozenset(nobox))
 
 
-def read_entity_image(root: str | Path, image_id: int) -> EntityImage:
-    """Sentences and boxes of one image from a release directory holding `Sentences/` and `Annotations/`."""
-    root = Path(root)
-    sentences = read_entity_sentences(root / "Sentences" / f"{image_id}.txt")
-    return EntityImage(image_id, tuple(sentences), read_entity_boxes(root / "Annotations" / f"{image_id}.xml"))
+class EntityRelease:
+    """A release folder, read in place: `annotations.zip` (`Sentences/<id>.txt` and `Annotations/<id>.xml` at its
+    top level, as the release's archive holds them) beside the split lists. Opened once, read image by image; use
+    it as a context manager to close the archive."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+        self.archive = self.root / ARCHIVE
+        if not self.archive.is_file():
+            raise InputError(f"missing Flickr30k Entities archive: {self.archive}")
+        try:
+            self._zip = zipfile.ZipFile(self.archive)
+        except zipfile.BadZipFile as err:
+            raise InputError(f"{self.archive}: not a zip archive ({err})") from None
+        self._members = set(self._zip.namelist())
+
+    def __enter__(self) -> EntityRelease:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._zip.close()
+
+    def _read(self, member: str) -> tuple[bytes, str]:
+        if member not in self._members:
+            raise InputError(f"{self.archive} has no {member}")
+        return self._zip.read(member), f"{self.archive}:{member}"
+
+    def sentences(self, image_id: int) -> list[EntitySentence]:
+        data, where = self._read(f"Sentences/{image_id}.txt")
+        return parse_entity_sentences(_utf8(data, where), where)
+
+    def image(self, image_id: int) -> EntityImage:
+        """Sentences and boxes of one image."""
+        boxes = parse_entity_boxes(*self._read(f"Annotations/{image_id}.xml"))
+        return EntityImage(image_id, tuple(self.sentences(image_id)), boxes)
+
+    def split_ids(self, split: str) -> list[int]:
+        """Image ids of the split list `<split>.txt` beside the archive, in file order."""
+        return read_split_ids(self.root / f"{split}.txt")
 
 
 # --- which phrases are grounded -------------------------------------------------------------------

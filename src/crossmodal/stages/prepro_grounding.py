@@ -1,7 +1,7 @@
 """Stage `prepro_grounding`: BAN's preprocessing of Flickr30k Entities files for phrase grounding, as arrays in
 data/processed/grounding/. It reads, through data/flickr30k_entities.py, the synthetic grounding world or under the
-real profile Flickr30k Entities itself (the `flickr30k_entities` download: `Sentences/`, `Annotations/` and the split
-lists, the same layout).
+real profile Flickr30k Entities itself (the `flickr30k_entities` download: `annotations.zip` with `Sentences/` and
+`Annotations/`, and the split lists, the same layout).
 
 What is kept, after the official loader (jnhwkim/ban-vqa `dataset.py`, `_load_flickr30k`): the phrases that
 `grounding_phrases` keeps (chain not 0, at least one box in the image's XML; scene-flagged, no-box and unannotated
@@ -42,8 +42,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import paths
-from ..data.flickr30k_entities import (ENTITY_TYPES, EntityPhrase, check_splits, phrase_status, read_entity_image,
-                                       read_split_ids)
+from ..data.flickr30k_entities import ENTITY_TYPES, EntityPhrase, EntityRelease, check_splits, phrase_status
 from ..io import InputError, atomic_path, write_json
 from ..pipeline import manifests
 from .common import real
@@ -64,13 +63,13 @@ class GroundedSentence:
     boxes: tuple[tuple[tuple[int, int, int, int], ...], ...]
 
 
-def grounded_sentences(source: Path, image_ids: list[int], sentence_length: int,
+def grounded_sentences(release: EntityRelease, image_ids: list[int], sentence_length: int,
                        dropped: Counter) -> list[GroundedSentence]:
     """The kept sentences of the images, in image then line order; `dropped` counts each left-out phrase by
     `phrase_status` or as `cut` (last word beyond `sentence_length`)."""
     out = []
     for image_id in image_ids:
-        image = read_entity_image(source, image_id)
+        image = release.image(image_id)
         for k, sentence in enumerate(image.sentences):
             kept = []
             for phrase in sentence.phrases:
@@ -123,10 +122,11 @@ def encode(sentences: list[GroundedSentence], words: list[str], sentence_length:
 def preprocess_grounding(source: Path, out: Path, sentence_length: int) -> dict:
     """Read Flickr30k Entities files from `source` and write `out` (replaced atomically): `words.json` and
     `<split>.npz` per split. Returns a summary (sentences and phrases per split, left-out phrases by reason, words)."""
-    ids = {split: read_split_ids(source / f"{split}.txt") for split in SPLITS}
-    check_splits(ids, excerpt=True)  # disjoint; the synthetic world has its own sizes
-    dropped: Counter = Counter()
-    splits = {split: grounded_sentences(source, ids[split], sentence_length, dropped) for split in SPLITS}
+    with EntityRelease(source) as release:
+        ids = {split: release.split_ids(split) for split in SPLITS}
+        check_splits(ids, excerpt=True)  # disjoint; the synthetic world has its own sizes
+        dropped: Counter = Counter()
+        splits = {split: grounded_sentences(release, ids[split], sentence_length, dropped) for split in SPLITS}
     if not splits["train"]:
         raise InputError(f"{source}: no training sentence has a phrase with a box")
     words = sentence_words([s for sentences in splits.values() for s in sentences])

@@ -1,5 +1,5 @@
 """Stage `synthesize_grounding`: the grounding world (worlds/grounding_world.py) over the image world's scenes, as
-Flickr30k Entities files (Sentences/, Annotations/, the split lists) in data/raw/grounding_world/. Under the real
+Flickr30k Entities files (annotations.zip with Sentences/ and Annotations/, the split lists) in data/raw/grounding_world/. Under the real
 profile a note: Flickr30k Entities comes from the `flickr30k_entities` download."""
 from __future__ import annotations
 

@@ -29,12 +29,13 @@ def training_text(cfg, root: Path) -> list[list[str]]:
         text += [tokenize_question(q.question) for q in read_vqa_questions(questions_file(root / paths.VQA_WORLD,
                                                                                               "train"))]
     if "grounding" in tasks(cfg):
-        from ..data.flickr30k_entities import read_entity_sentences, read_split_ids
+        from ..data.flickr30k_entities import EntityRelease
 
         world = root / paths.GROUNDING_WORLD
         manifests.check(world)
-        text += [[w.lower() for w in sentence.words] for image_id in read_split_ids(world / "train.txt")
-                 for sentence in read_entity_sentences(world / "Sentences" / f"{image_id}.txt")]
+        with EntityRelease(world) as release:
+            text += [[w.lower() for w in sentence.words] for image_id in release.split_ids("train")
+                     for sentence in release.sentences(image_id)]
     return text
 
 
