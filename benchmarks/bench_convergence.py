@@ -35,7 +35,7 @@ SHOWN = ("BLEU-4", "METEOR", "CIDEr")
 def worker(system: str, params: Path) -> None:
     """Train `system` from `params` in this process; prints its result as one JSON line."""
     from crossmodal.config.loader import load
-    from crossmodal.stages.common import set_threads
+    from crossmodal.stage_common import set_threads
     from crossmodal.training.trainer import Trainer
 
     start, cfg = time.perf_counter(), load(params)

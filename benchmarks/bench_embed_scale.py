@@ -64,7 +64,7 @@ def worker(init: str, repo: Path, max_epochs: int | None) -> None:
 
     import crossmodal.models.transformer as transformer
     from crossmodal.config.loader import load
-    from crossmodal.stages.common import set_threads
+    from crossmodal.stage_common import set_threads
     from crossmodal.training.trainer import Trainer
 
     if init == "n01":  # the code before the fix: nn.Embedding's own N(0, 1), same draws (see the module docstring)

@@ -33,7 +33,7 @@ def measure(repo: Path, clips: int, repeats: int) -> dict:
     from crossmodal.config.loader import load
     from crossmodal.data.video_files import read_clip
     from crossmodal.features.video import clip_inputs
-    from crossmodal.stages.common import set_threads
+    from crossmodal.stage_common import set_threads
     from crossmodal.stages.extract_video import clip_files, one_thread
 
     cfg = load(repo / "params.yaml")

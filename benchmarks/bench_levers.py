@@ -104,7 +104,7 @@ def ddp_worker(params: Path) -> None:
     """Train `bench_variant` from `params` as the stage would (one process, or this rank of a torchrun group)."""
     from bench_budget import VARIANT
     from crossmodal.config.loader import load
-    from crossmodal.stages.common import set_threads
+    from crossmodal.stage_common import set_threads
     from crossmodal.training import distributed
     from crossmodal.training.trainer import Trainer
 

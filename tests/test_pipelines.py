@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from crossmodal import pipelines
-from crossmodal.config.loader import MODEL_KEYS, PAPERS, Config, from_data
+from crossmodal.config.loader import MODEL_KEYS, Config, from_data, paper_names
 
 pytestmark = pytest.mark.slow  # every params value changed, one at a time
 
@@ -43,7 +43,7 @@ def _changed(value, key: str, cfg_data: dict):
     if isinstance(value, list):
         return [[_changed(value[0], key, cfg_data)[0], *value[1:]]] if value and key != "members" else []
     if key == "init":  # another cross-entropy system (an ensemble's members must keep one model)
-        return [name for paper in PAPERS for name, e in cfg_data.get(paper, {}).get("systems", {}).items()
+        return [name for paper in paper_names() for name, e in cfg_data.get(paper, {}).get("systems", {}).items()
                 if name != value and "init" not in e]
     if key in ALTERNATIVES:
         return [v for v in ALTERNATIVES[key] if v != value]
@@ -52,7 +52,7 @@ def _changed(value, key: str, cfg_data: dict):
 
 def _entry_leaves(data: dict):
     """(key path, value) of every value stated under `recipes` and the papers' `systems` and `recipes`."""
-    roots = [("recipes",)] + [(p, kind) for p in PAPERS for kind in ("systems", "recipes")]
+    roots = [("recipes",)] + [(p, kind) for p in paper_names() for kind in ("systems", "recipes")]
     for root in roots:
         tree = data
         for key in root:
@@ -142,7 +142,7 @@ def test_no_stage_lists_params_keys_so_dvc_lock_holds_no_values():
     root_spec = yaml.safe_load((ROOT / "dvc.yaml").read_text())
     assert root_spec["params"] == ["params.yaml"]
     assert all("params.yaml" in root_spec["stages"][stage]["deps"] for stage in ("code", "params"))
-    for name in ["dvc.yaml", *(f"pipelines/{p}/dvc.yaml" for p in PAPERS if (ROOT / "pipelines" / p).is_dir())]:
+    for name in ["dvc.yaml", *(f"pipelines/{p}/dvc.yaml" for p in paper_names() if (ROOT / "pipelines" / p).is_dir())]:
         for lock_or_spec in (ROOT / name, (ROOT / name).with_suffix(".lock")):
             stages = yaml.safe_load(lock_or_spec.read_text())["stages"]
             assert not [s for s, stage in stages.items() if "params" in stage], lock_or_spec

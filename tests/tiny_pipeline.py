@@ -22,6 +22,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 TRACE_HOOK = Path(__file__).resolve().parent / "import_trace"
+TOY = Path(__file__).resolve().parent / "toy_paper"  # docs/adding-a-paper.md's toy paper, as files of the repository
 
 TINY = {
     "runtime": {"threads": 1},  # tiny tensors gain nothing from a second thread; the other pytest worker needs the core
@@ -38,9 +39,10 @@ TINY = {
                            "channels": 4, "epochs": 1}},
     "vocabularies": {"min5": {"min_word_count": 2}, "min6": {"min_word_count": 2},
                      "msvd": {"min_word_count": 1}, "msrvtt": {"min_word_count": 1}},
-    "hoca_figures": {"rank_sweep": ["l_hoca_ubt_msvd"], "full": "l_hoca_ubt_msvd", "curves": ["l_hoca_ubt_msvd"],
-                     "maf": ["l_hoca_ubt_msvd"]},
-    "hoca_cost": {"rows": {"cost_l_hoca_ubt": "l_hoca_ubt_msvd"}, "model_args": {"hidden_dim": 24}, "batch_size": 4},
+    "hoca": {"studies": {
+        "figures": {"rank_sweep": ["l_hoca_ubt_msvd"], "full": "l_hoca_ubt_msvd", "curves": ["l_hoca_ubt_msvd"],
+                    "maf": ["l_hoca_ubt_msvd"]},
+        "cost": {"rows": {"cost_l_hoca_ubt": "l_hoca_ubt_msvd"}, "model_args": {"hidden_dim": 24}, "batch_size": 4}}},
 }
 TINY_BAN = {"model_args": {"embed_dim": 16, "hidden_dim": 16, "glimpses": 2, "word_vectors": True, "counter": True},
             "train": {"max_epochs": 1, "patience": 0, "batch_size": 32}}
@@ -122,6 +124,28 @@ def copy_pipeline(repo: Path) -> Path:
     return repo
 
 
+def add_toy_paper(repo: Path) -> list[Path]:
+    """Add the toy paper of docs/adding-a-paper.md (tests/toy_paper/: its package, its model file, its params section)
+    to a copied pipeline, touching no other file; returns the files added, relative to the repository."""
+    added = sorted(p.relative_to(TOY) for p in TOY.rglob("*") if p.is_file() and p.name != "params.yaml"
+                   and "__pycache__" not in p.parts)
+    for path in added:
+        assert not (repo / path).exists(), f"the toy paper would replace {path}"
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(TOY / path, repo / path)
+    with open(repo / "params.yaml", "a", encoding="utf-8") as params:
+        params.write("\n" + (TOY / "params.yaml").read_text())
+    return added
+
+
+def in_process_params(repo: Path) -> dict:
+    """The tiny repository's params as this process's code takes them: without the toy paper's section, whose package
+    is in the repository's copy of the code only (the loader would call `toy` an unknown key)."""
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    params.pop("toy", None)
+    return params
+
+
 def commit_all(repo: Path, message: str) -> None:
     run(repo, "git", "-c", "user.email=t@t", "-c", "user.name=t", "add", "-A")
     run(repo, "git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", message)
@@ -158,8 +182,10 @@ def tiny_params(params: dict) -> dict:
                      "systems": {"ban_8_glove_counter": ban, "ban_flickr": grounding}}
     hoca = params["hoca"]["recipes"]  # L-HOCA-UBT on the MSVD-like clips: its figures and a cost row
     hoca = _merge({**hoca["hoca_xe"], **{k: v for k, v in hoca["hoca_msvd"].items() if k != "of"}}, TINY_HOCA)
-    params["hoca"] = {"tables": ["hoca_table1", "hoca_table3"], "systems": {"l_hoca_ubt_msvd": hoca}}
-    params["hoca_cost"]["rows"] = {}  # TINY's one row replaces the paper's three
+    studies = params["hoca"]["studies"]
+    studies["cost"]["rows"] = {}  # TINY's one row replaces the paper's three
+    params["hoca"] = {"tables": ["hoca_table1", "hoca_table3"], "systems": {"l_hoca_ubt_msvd": hoca},
+                      "studies": studies}
     return _merge(params, TINY)
 
 
@@ -200,6 +226,7 @@ class Build(NamedTuple):
 
 def _build(build: Build) -> None:
     repo = copy_pipeline(build.repo)
+    add_toy_paper(repo)  # a sixth paper, added as docs/adding-a-paper.md says
     build.traces.mkdir()
     params = tiny_params(yaml.safe_load((repo / "params.yaml").read_text()))
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))

@@ -1,8 +1,8 @@
 """`python -m crossmodal <command>`: one command per DVC stage kind, plus `pipelines`, which writes the stage files.
 
-The commands are the modules of `crossmodal.stages` that define `run(cfg, root, args)`: module `extract_regions` is
-the command `extract-regions`. A stage module declares its command-line arguments in a module-level literal
-`ARGUMENTS = {"--flag": "help"}` (required strings; `OPTIONAL` names those that may be left out), which this module
+The commands are the modules of `crossmodal.stages`, and of a paper's `commands` package (papers/<paper>/commands/),
+that define `run(cfg, root, args)`: module `extract_regions` is the command `extract-regions`. A stage module
+declares its command-line arguments in a module-level literal `ARGUMENTS = {"--flag": "help"}` (required strings; `OPTIONAL` names those that may be left out), which this module
 reads from the file's syntax tree without importing it. Adding a stage therefore edits no file here, and no other
 stage's code closure (pipeline/closures.py) changes.
 
@@ -22,7 +22,8 @@ from .config.loader import load, repo_root
 from .environment import pin_kernel_paths
 from .io import InputError
 
-STAGES = Path(__file__).resolve().parent / "stages"
+PACKAGE = Path(__file__).resolve().parent
+STAGES = PACKAGE / "stages"
 
 
 def _literal(tree: ast.Module, name: str, default):
@@ -33,15 +34,24 @@ def _literal(tree: ast.Module, name: str, default):
 
 
 def stage_commands() -> dict[str, tuple[str, dict[str, str], frozenset[str]]]:
-    """command -> (stage module, {flag: help}, optional flags), for every stage module with a `run` function."""
-    commands = {}
-    for path in sorted(STAGES.glob("*.py")):
+    """command -> (stage module, {flag: help}, optional flags), for every stage module with a `run` function. The
+    module is named as pipeline/closures.py keys it: `extract_regions` in stages/, `papers.<paper>.commands.<m>`."""
+    commands: dict[str, tuple[str, dict[str, str], frozenset[str]]] = {}
+    for path in [*sorted(STAGES.glob("*.py")), *sorted(PACKAGE.glob("papers/*/commands/*.py"))]:
         tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
         if not any(isinstance(n, ast.FunctionDef) and n.name == "run" for n in tree.body):
             continue
-        commands[path.stem.replace("_", "-")] = (path.stem, _literal(tree, "ARGUMENTS", {}),
-                                                 frozenset(_literal(tree, "OPTIONAL", ())))
+        module = path.stem if path.parent == STAGES else ".".join(path.relative_to(PACKAGE).with_suffix("").parts)
+        command = path.stem.replace("_", "-")
+        if command in commands:
+            raise ValueError(f"{path}: command {command!r} is also {commands[command][0]}")
+        commands[command] = (module, _literal(tree, "ARGUMENTS", {}), frozenset(_literal(tree, "OPTIONAL", ())))
     return commands
+
+
+def module_name(stage_module: str) -> str:
+    """The importable name of a stage module as `stage_commands` names it."""
+    return f"crossmodal.{stage_module}" if "." in stage_module else f"crossmodal.stages.{stage_module}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         pin_kernel_paths(cfg.compute.portable)  # before any stage module imports torch
         if args.command == "pipelines":  # by name too: no stage depends on the generator
             return importlib.import_module("crossmodal.pipelines").write_pipelines(cfg, root, check=args.check)
-        importlib.import_module(f"crossmodal.stages.{commands[args.command][0]}").run(cfg, root, args)
+        importlib.import_module(module_name(commands[args.command][0])).run(cfg, root, args)
     except InputError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+PAPERS = Path(__file__).resolve().parent / "papers"  # one package per paper (papers/__init__.py)
 RAW = Path("data/raw")
 WORLD = RAW / "image_world"
 DATASET_JSON = WORLD / "dataset_coco.json"
@@ -36,10 +37,11 @@ PARAMS = Path("data/params")  # one file per stage: the values of the params it 
 METRICS = Path("reports/metrics")
 TABLES = Path("reports/tables")
 INDEX = Path("reports/index.md")
-HOCA_FIGURES = Path("reports/hoca_figures")  # HOCA's Figs. 5-7 (stage hoca_figures), listed by the index
-HOCA_FIGURE_FILES = {"Fig. 5: CIDEr-D by rank": HOCA_FIGURES / "hoca_fig5_rank.png",
-                     "Fig. 6: learning curves": HOCA_FIGURES / "hoca_fig6_curves.png",
-                     "Fig. 7: MAF weights": HOCA_FIGURES / "hoca_fig7_maf.png"}
+
+
+def paper_tables(paper: str) -> Path:
+    """The folder of a paper's transcribed tables (`<id>.yaml`, reports/table_schema.py): in its package."""
+    return PAPERS / paper / "tables"
 
 
 def raw(dataset: str) -> Path:
@@ -91,13 +93,3 @@ def code(closure_key: str) -> Path:
 def params_values(stage: str, paper: str | None = None) -> Path:
     """The values of the params a stage reads (the `params` stage writes them; the stage depends on this file)."""
     return PARAMS / (f"{paper}/{stage}.json" if paper else f"{stage}.json")
-
-
-def maf_reads(cfg, system: str) -> list[Path]:
-    """The files HOCA's Fig. 7 panel of `system` reads (reports/hoca_figures.py `load_maf`): its model file, its
-    vocabulary's vocab.json and labels.h5, and the feature file of each of its named inputs. Here, not beside
-    `load_maf`, so that `pipelines` lists them without importing matplotlib (0.7 s of every `code` and `params`)."""
-    spec = cfg.model_of(system)
-    folder = vocabulary(spec.vocabulary, cfg.vocabularies[spec.vocabulary].corpus)
-    return [MODELS / system / "model.pt", folder / "vocab.json", folder / "labels.h5",
-            *(features(s) for s in spec.inputs.values())]

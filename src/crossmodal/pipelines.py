@@ -29,6 +29,7 @@ The files are generated, not written by hand: after adding or removing a system,
 """
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 import yaml
@@ -36,10 +37,14 @@ import yaml
 from . import paths
 from .config.data import VIDEO_DATASETS
 from .config.features import VIDEO_MODALITIES
-from .config.loader import PAPERS, Config
+from .config.loader import Config
 from .io import InputError, load_yaml, write_text
-from .pipeline import closures, manifests
+from .papers.registry import papers
+from .pipeline import closures
+from .pipeline.stage_spec import (SHARED_PARAMS, dedupe, grouped, manifest, model_data, stage, stage_code,
+                                  system_params)
 
+IMPORTS_EACH = "papers/*/pipeline.py"  # what `study_stages` imports by name: each paper's own stage builder
 PARAMS_FILE = "params.yaml"  # the params file, which DVC reads by default
 HEADER = ("# Written by `python -m crossmodal pipelines` from params.yaml and the code's imports: do not edit by hand.\n"
           "# {what}\n")
@@ -50,11 +55,6 @@ def pipeline_file(paper: str) -> Path:
     return Path("pipelines") / paper / "dvc.yaml"
 
 
-def stage_code(stage_module: str, *by_name: str) -> list[Path]:
-    """A stage's code dependency: its closure's file, which the `code` stage writes."""
-    return [paths.code(closures.key(stage_module, *by_name))]
-
-
 def code_stage(stage_files: list[dict]) -> dict:
     """The `code` stage: every closure the other stages depend on, and the source files those closures hold
     (and its own). It also depends on params.yaml, since a system, ensemble or table added, removed or derived
@@ -63,7 +63,7 @@ def code_stage(stage_files: list[dict]) -> dict:
     keys = sorted({Path(d).stem for stages in stage_files for stage in stages.values() for d in stage["deps"]
                    if Path(d).parent == paths.CODE})
     sources = sorted({f for k in [*keys, "code"] for f in closures.closure(closures.roots(k))})
-    return _stage(f"python -m crossmodal code --closures {','.join(keys)}", [], [PARAMS_FILE, *sources],
+    return stage(f"python -m crossmodal code --closures {','.join(keys)}", [], [PARAMS_FILE, *sources],
                   [str(paths.CODE)])
 
 
@@ -72,67 +72,42 @@ def params_stage() -> dict:
     stage reads. It and `code` depend on params.yaml as a file (its checksum), not on its keys, which DVC would copy
     into dvc.lock (2,000 of its 4,000 lines, parsed and rewritten after every stage that dvc.yaml runs); the
     top-level `params:` of dvc.yaml still makes `dvc params diff` and `dvc exp show` show every key."""
-    return _stage("python -m crossmodal params", [], [PARAMS_FILE, *stage_code("params")], [str(paths.PARAMS)])
+    return stage("python -m crossmodal params", [], [PARAMS_FILE, *stage_code("params")], [str(paths.PARAMS)])
 
 
 # ------------------------------------------------------------------------------------------------ stages
 
 
-def _stage(cmd: str, params: list, deps: list, outs: list, metrics: list | None = None,
-           wdir: str | None = None, plots: list | None = None) -> dict:
-    """One stage. `metrics` (JSON) and `plots` (PNG) are git-tracked outputs (`cache: false`): declared as such, not
-    as `outs` with `cache: false`, because DVC's run-cache skips a stage with a `cache: false` output that is neither
-    (dvc/stage/__init__.py, `Stage.run`), and the run-cache is what restores a finished stage in a fresh clone that
-    shares the machine's DVC cache (scripts/setup.sh; tests/end_to_end/test_machine_cache.py)."""
-    stage = {"cmd": cmd}
-    if wdir:
-        stage["wdir"] = wdir
-    if params:
-        stage["params"] = params
-    stage["deps"] = [str(d) for d in deps]
-    if outs:
-        stage["outs"] = outs
-    if metrics:
-        stage["metrics"] = [{str(m): {"cache": False}} for m in metrics]
-    if plots:
-        stage["plots"] = [{str(p): {"cache": False}} for p in plots]
-    return stage
-
-
-def _dedupe(items: list[str]) -> list[str]:
-    return list(dict.fromkeys(items))
-
-
 def spine_stages(cfg: Config) -> dict:
     raw, world = paths.RAW, manifest(paths.WORLD)  # what reads the whole world depends on its manifest
-    stages = {f"download-{name}": _stage(
+    stages = {f"download-{name}": stage(
         f"python -m crossmodal download --dataset {name}", ["profile", f"datasets.{name}"], stage_code("download"),
         [{str(paths.raw(name)): {"cache": False, "persist": True}}]) for name in cfg.datasets}
-    stages["synthesize"] = _stage("python -m crossmodal synthesize", ["profile", "world"], stage_code("synthesize"),
+    stages["synthesize"] = stage("python -m crossmodal synthesize", ["profile", "world"], stage_code("synthesize"),
                                   [str(paths.WORLD), world], [paths.METRICS / "data_profile.json"])
     image_vocabularies = [f"vocabularies.{n}" for n, v in cfg.vocabularies.items() if v.corpus == "images"]
-    stages["prepro_captions"] = _stage(
+    stages["prepro_captions"] = stage(
         "python -m crossmodal prepro-captions", ["profile", *image_vocabularies, "evaluation.qualitative_examples"],
         [world, raw / "karpathy", raw / "coco_captions", *stage_code("prepro_captions")], [str(paths.CAPTIONS)])
-    stages["pretrain_backbone"] = _stage(
+    stages["pretrain_backbone"] = stage(
         "python -m crossmodal pretrain-backbone", ["profile", "backbone", "compute.portable"],
         [world, *stage_code("pretrain_backbone")],
         [str(paths.BACKBONE)], [paths.METRICS / "backbone.json"])
     tasks = {system.task for system in cfg.systems().values()}
     flickr = ["flickr30k_features"] if "grounding" in tasks else []  # real: Flickr30k's boxes join COCO's
-    stages["extract_regions"] = _stage(
+    stages["extract_regions"] = stage(
         " ".join(["python -m crossmodal extract-regions", *(f"--grounding {d}" for d in flickr)]),
         ["profile", "regions", "compute.portable"],
         [world, paths.BACKBONE, raw / "butd_adaptive", raw / "butd_fixed36", *(raw / d for d in flickr),
          *stage_code("extract_regions")], [str(paths.REGIONS)])
     used = {s for n in cfg.systems() for s in cfg.model_of(n).inputs.values()}
     if "grid" in used:
-        stages["extract_grid"] = _stage(
+        stages["extract_grid"] = stage(
             "python -m crossmodal extract-grid", ["profile", "grid", "compute.portable"],
             [world, paths.BACKBONE, raw / "karpathy", raw / "coco_images", raw / "vgg16",  # real: VGG-16 on COCO
              *stage_code("extract_grid")], [str(paths.features("grid"))])
     if used & set(ATTRIBUTE_SETS):
-        stages["train_attributes"] = _stage(
+        stages["train_attributes"] = stage(
             "python -m crossmodal train-attributes", ["profile", "grid.size", "attributes", "compute.portable"],
             [world, raw / "karpathy", paths.BACKBONE, paths.vocabulary(cfg.attributes.vocabulary),
              raw / "coco_images", raw / "vgg16", *stage_code("train_attributes")],  # real: VGG-16 on COCO
@@ -148,10 +123,10 @@ def spine_stages(cfg: Config) -> dict:
     if False in vectors:
         stages["word_vectors"] = word_vectors_stage(cfg, tasks)
     if True in vectors:
-        stages["word2vec"] = _stage("python -m crossmodal word2vec", ["profile", "word2vec"],
+        stages["word2vec"] = stage("python -m crossmodal word2vec", ["profile", "word2vec"],
                                     [*video_annotations(cfg), paths.VIDEO, paths.raw("word2vec"),
                                      *stage_code("word2vec")], [str(paths.WORD2VEC)])
-    stages["reference_points"] = _stage(
+    stages["reference_points"] = stage(
         "python -m crossmodal reference-points", ["profile"],
         [world, raw / "karpathy", paths.CAPTIONS / "references", *stage_code("reference_points")], [],
         [paths.METRICS / "reference_points.json"])
@@ -161,31 +136,27 @@ def spine_stages(cfg: Config) -> dict:
     from .reports.table_builder import summary_name
     from .reports.table_schema import table_file
 
-    tabled = [p for p in PAPERS if cfg.paper(p).tables]
+    tabled = [p for p, section in cfg.papers.items() if section.tables]
+    figures = [path for record in papers().values() if record.figures for path in record.figures(cfg).values()]
     drawn = {p: files for p in MECHANISMS if (files := reads(cfg, p))}  # the attention figures' systems and files
     drawn_systems = [MECHANISMS[p].system for p in drawn]
-    stages["index"] = _stage(  # it lists every system, so `dvc repro` at the root builds every paper's stages
+    stages["index"] = stage(  # it lists every system, so `dvc repro` at the root builds every paper's stages
         "python -m crossmodal index",
-        [f"{p}.tables" for p in tabled] + (["evaluation.max_length", *grouped(cfg, _dedupe(
+        [f"{p}.tables" for p in tabled] + (["evaluation.max_length", *grouped(cfg, dedupe(
             [k for s in drawn_systems for k in cfg.model_sources(s)]))] if drawn else []),
         [*(paths.TABLES / summary_name(p) for p in tabled),  # the tables' files hold their claims (reports/claims.py)
-         *(table_file(t).relative_to(closures.SRC.parent).as_posix() for p in tabled for t in cfg.paper(p).tables),
+         *(table_file(t, paths.paper_tables(p)).relative_to(closures.SRC.parent).as_posix()
+           for p in tabled for t in cfg.paper(p).tables),
          SPREAD, paths.METRICS / "data_profile.json",
          *(paths.METRICS / f"{n}.json" for n in [*cfg.systems(), *cfg.ensembles()]),
-         *_dedupe([str(f) for files in drawn.values() for f in files.files]),
-         *(paths.HOCA_FIGURE_FILES.values() if hoca_figures_drawn(cfg) else []),
-         *stage_code("index", *_dedupe([f"models.{cfg.model_of(s).model}" for s in drawn_systems]))],
+         *dedupe([str(f) for files in drawn.values() for f in files.files]),
+         *figures,  # what the papers' own stages draw
+         *stage_code("index", *dedupe([f"models.{cfg.model_of(s).model}" for s in drawn_systems]))],
         # claims.json as an out like claims.md, not a metric: the stage is not run-cached anyway (its Markdown pages),
         # and its per-claim lists are data to read, not numbers for `dvc metrics show` to compare
         [{str(paths.INDEX): {"cache": False}}, {str(CLAIMS): {"cache": False}}, {str(CLAIMS_JSON): {"cache": False}},
          {str(FIGURES): {"cache": False}}, {str(PLOTS): {"cache": False}}])
     return stages
-
-
-def manifest(folder: Path) -> str:
-    """A world folder's manifest (pipeline/manifests.py): the stage that writes the folder writes it too, and the stages
-    that read the whole folder depend on it, so that DVC walks the folder once per repro, not once per reader."""
-    return str(manifests.path_of(folder))
 
 
 def world_file(cfg: Config, path: Path) -> Path:
@@ -197,9 +168,9 @@ def vqa_stages(cfg: Config) -> dict:
     """The VQA world and BAN's preprocessing of VQA v2 files."""
     vqa_world = str(paths.VQA_WORLD)
     return {  # the world's scene graphs, not its 2,000 pictures: a no-op repro checks one file, not the folder
-        "synthesize_vqa": _stage("python -m crossmodal synthesize-vqa", ["profile", "vqa.world"],
+        "synthesize_vqa": stage("python -m crossmodal synthesize-vqa", ["profile", "vqa.world"],
                                  [world_file(cfg, paths.SCENE_GRAPHS), *stage_code("synthesize_vqa")], [vqa_world]),
-        "prepro_vqa": _stage("python -m crossmodal prepro-vqa", ["profile", "vqa.min_answer_count",
+        "prepro_vqa": stage("python -m crossmodal prepro-vqa", ["profile", "vqa.min_answer_count",
                                                                   "vqa.question_length"],
                              [vqa_world, paths.raw("vqa_v2"), *stage_code("prepro_vqa")], [str(paths.VQA)])}
 
@@ -208,10 +179,10 @@ def grounding_stages(cfg: Config) -> dict:
     """The grounding world and BAN's preprocessing of Flickr30k Entities files."""
     grounding_world = manifest(paths.GROUNDING_WORLD)
     return {
-        "synthesize_grounding": _stage("python -m crossmodal synthesize-grounding", ["profile", "grounding.world"],
+        "synthesize_grounding": stage("python -m crossmodal synthesize-grounding", ["profile", "grounding.world"],
                                        [world_file(cfg, paths.SCENE_GRAPHS), *stage_code("synthesize_grounding")],
                                        [str(paths.GROUNDING_WORLD), grounding_world]),
-        "prepro_grounding": _stage("python -m crossmodal prepro-grounding", ["profile", "grounding.sentence_length"],
+        "prepro_grounding": stage("python -m crossmodal prepro-grounding", ["profile", "grounding.sentence_length"],
                                    [grounding_world, paths.raw("flickr30k_entities"), *stage_code("prepro_grounding")],
                                    [str(paths.GROUNDING)])}
 
@@ -221,7 +192,7 @@ def word_vectors_stage(cfg: Config, tasks: set[str]) -> dict:
     `tasks` (their processed word lists restrict GloVe under the real profile)."""
     text = {"vqa": [world_file(cfg, paths.VQA_WORLD / "v2_OpenEnded_mscoco_train2014_questions.json"), paths.VQA],
             "grounding": [manifest(paths.GROUNDING_WORLD), paths.GROUNDING]}  # (data/vqa.py questions_file)
-    return _stage("python -m crossmodal word-vectors", ["profile", "word_vectors"],
+    return stage("python -m crossmodal word-vectors", ["profile", "word_vectors"],
                   [world_file(cfg, paths.DATASET_JSON), *(p for task in sorted(tasks) for p in text.get(task, [])),
                    paths.raw("glove"), *stage_code("word_vectors")], [str(paths.WORD_VECTORS)])
 
@@ -246,77 +217,19 @@ def video_stages(cfg: Config) -> dict:
     raw = [paths.raw(d) for d in datasets]
     video_vocabularies = [f"vocabularies.{n}" for n, v in cfg.vocabularies.items() if v.corpus != "images"]
     stages = {
-        "synthesize_video": _stage("python -m crossmodal synthesize-video", ["profile", "video.world"],
+        "synthesize_video": stage("python -m crossmodal synthesize-video", ["profile", "video.world"],
                                    stage_code("synthesize_video"),
                                    [str(paths.VIDEO_WORLD), world], [paths.METRICS / "video_profile.json"]),
-        "prepro_video": _stage("python -m crossmodal prepro-video",
+        "prepro_video": stage("python -m crossmodal prepro-video",
                                ["profile", *video_vocabularies, "evaluation.qualitative_examples"],
                                [*video_annotations(cfg), *raw, *stage_code("prepro_video")], [str(paths.VIDEO)])}
     for modality in VIDEO_MODALITIES:
-        stages[f"extract_{modality}"] = _stage(
+        stages[f"extract_{modality}"] = stage(
             f"python -m crossmodal extract-video --modality {modality}", ["profile", "video.features", "compute.portable"],
             [world, *([paths.VIDEO_FEATURES] if cfg.profile == "real" else []), *stage_code("extract_video")],
             [str(paths.features(f"{d}_{modality}")) for d in VIDEO_DATASETS],
             [paths.METRICS / f"extract_{modality}.json"])
     return stages
-
-
-SHARED_PARAMS = ["profile", "evaluation", "compute"]  # the sections every training and decoding stage reads whole
-
-
-def system_params(cfg: Config, name: str) -> list[str]:
-    """The params a system's stage reads: the shared sections that can change results, its vocabulary, and each
-    value of its resolved configuration at the key path that states it (`Config.sources`), so that a recipe's
-    key that the system overrides never reruns it."""
-    vocabulary = cfg.model_of(name).vocabulary
-    return [*SHARED_PARAMS, *([f"vocabularies.{vocabulary}"] if vocabulary else []), *grouped(cfg, cfg.sources(name))]
-
-
-def _value_counts(tree, where: str, out: dict[str, int]) -> int:
-    if not isinstance(tree, dict):
-        return 1
-    out[where] = sum(_value_counts(v, f"{where}.{k}", out) for k, v in tree.items())
-    return out[where]
-
-
-def grouped(cfg: Config, paths: list[str]) -> list[str]:
-    """`paths` with the values of a mapping replaced by the mapping's own key path wherever the stage takes all of
-    them (all of `recipes.scst.train`, say), never a whole entry or `paper:` block: shorter values files. A key
-    later added to such a mapping reruns the stage too (the `code` stage's check catches the others)."""
-    entries = {f"recipes.{n}": e for n, e in cfg.recipes.items()}
-    entries.update({f"{p}.{kind}.{n}": e for p in PAPERS for kind in ("systems", "recipes")
-                    for n, e in getattr(cfg.paper(p), kind).items()})
-    counts: dict[str, int] = {}
-    for where, entry in entries.items():
-        _value_counts(entry, where, counts)
-    roots = {*entries, *(f"{where}.paper" for where in entries)}
-    out: list[str] = []
-    for path in paths:
-        parts, group = path.split("."), path
-        for i in range(len(parts) - 1, 0, -1):
-            mapping = ".".join(parts[:i])
-            if mapping in roots:
-                break
-            if counts.get(mapping) == sum(p.startswith(mapping + ".") for p in paths):
-                group = mapping
-        if group not in out:
-            out.append(group)
-    return out
-
-
-def _model_data(cfg: Config, name: str) -> list:
-    """What feeds a system's network: its task's processed data (a captioner: its vocabulary's captions) and its
-    inputs' feature sets."""
-    model, features = cfg.model_of(name), [paths.features(s) for s in cfg.model_of(name).inputs.values()]
-    if cfg.systems()[name].task == "vqa":  # its questions, the answers it is scored on (synthetic: test-dev's in
-        return [paths.VQA, paths.VQA_WORLD, *features,  # the world's server/; real: val2014's), maybe word vectors
-                *([paths.raw("vqa_v2")] if cfg.profile == "real" else []),
-                *([paths.WORD_VECTORS] if model.model_args.get("word_vectors") else [])]
-    if cfg.systems()[name].task == "grounding":  # its sentences, phrases and boxes, maybe word vectors
-        return [paths.GROUNDING, *features, *([paths.WORD_VECTORS] if model.model_args.get("word_vectors") else [])]
-    corpus = cfg.vocabularies[model.vocabulary].corpus  # its test references and qualitative examples too
-    return [paths.vocabulary(model.vocabulary, corpus), paths.corpus(corpus) / "references", paths.examples(corpus),
-            *features, *([paths.WORD2VEC] if model.model_args.get("word_vectors") else [])]
 
 
 def objective_module(system) -> list[str]:
@@ -333,76 +246,31 @@ def paper_stages(cfg: Config, paper: str) -> dict:
     section, systems, stages = cfg.paper(paper), cfg.systems(), {}
     for name in section.systems:
         system, model = systems[name], cfg.model_of(name)
-        deps = [*_model_data(cfg, name), *([paths.MODELS / system.init] if system.init else []),
+        deps = [*model_data(cfg, name), *([paths.MODELS / system.init] if system.init else []),
                 *stage_code("train", f"tasks.{system.task}", *objective_module(system), f"models.{model.model}")]
-        stages[name] = _stage(f"python -m crossmodal train --system {name}", system_params(cfg, name), deps,
+        stages[name] = stage(f"python -m crossmodal train --system {name}", system_params(cfg, name), deps,
                               *_system_outs(name), wdir="../..")
     for name, ensemble in section.ensembles.items():
         members = ensemble.members
-        models = _dedupe([f"models.{cfg.model_of(m).model}" for m in members])
+        models = dedupe([f"models.{cfg.model_of(m).model}" for m in members])
         params = [*SHARED_PARAMS, f"{cfg.where(name)}.members",
-                  *grouped(cfg, _dedupe([p for m in members for p in cfg.model_sources(m)]))]
-        deps = [*(paths.MODELS / m for m in members), *_dedupe([str(d) for m in members for d in _model_data(cfg, m)]),
+                  *grouped(cfg, dedupe([p for m in members for p in cfg.model_sources(m)]))]
+        deps = [*(paths.MODELS / m for m in members), *dedupe([str(d) for m in members for d in model_data(cfg, m)]),
                 *stage_code("ensemble", *models)]
         outs, metrics = _system_outs(name)
-        stages[name] = _stage(f"python -m crossmodal ensemble --name {name}", params, deps, outs[1:], metrics,
+        stages[name] = stage(f"python -m crossmodal ensemble --name {name}", params, deps, outs[1:], metrics,
                               wdir="../..")
-    for study in STUDIES.get(paper, ()):  # the paper's stages beyond its systems: figures, measured rows
-        stages.update(study(cfg))
+    stages.update(study_stages(cfg, paper))
     if section.tables:
         stages["tables"] = tables_stage(cfg, paper)
     return stages
 
 
-def hoca_figures_drawn(cfg: Config) -> bool:
-    """Whether params `hoca_figures` names systems for every figure (then the stage hoca_figures draws them)."""
-    figures = cfg.hoca_figures
-    return bool(figures.rank_sweep and figures.full and figures.curves and figures.maf)
-
-
-def hoca_figures_stage(cfg: Config) -> dict:
-    """HOCA's Figs. 5-7 (stages/hoca_figures.py), when params name their systems."""
-    from .reports.claims import seed_groups
-
-    figures = cfg.hoca_figures
-    if not hoca_figures_drawn(cfg):
+def study_stages(cfg: Config, paper: str) -> dict:
+    """A paper's stages beyond its systems' and its tables': figures, measured rows (its pipeline.py's `stages`)."""
+    if not (paths.PAPERS / paper / "pipeline.py").is_file():
         return {}
-    unknown = [s for s in [*figures.rank_sweep, figures.full, *figures.curves, *figures.maf] if s not in cfg.systems()]
-    if unknown:
-        raise InputError(f"params.yaml: hoca_figures names {unknown[0]!r}, which is not a system")
-    ranks = ",".join(f"{cfg.model_of(s).model_args.get('rank', 1)}:{s}" for s in figures.rank_sweep)
-    groups = seed_groups(cfg)  # Figs. 5 and 6 draw a system's seeds as their mean ± sd
-    drawn = _dedupe([m for s in [*figures.rank_sweep, figures.full, *figures.curves] for m in groups[s]])
-    return {"hoca_figures": _stage(
-        f"python -m crossmodal hoca-figures --out {paths.HOCA_FIGURES} --ranks {ranks} --full {figures.full} "
-        f"--curves {','.join(figures.curves)} --maf {','.join(figures.maf)}",
-        ["profile", "evaluation.max_length", "hoca_figures",
-         *grouped(cfg, _dedupe([k for s in figures.maf for k in cfg.model_sources(s)]))],
-        [*(paths.METRICS / f"{s}.json" for s in drawn),
-         *_dedupe([str(f) for s in figures.maf for f in paths.maf_reads(cfg, s)]), *stage_code("hoca_figures")],
-        [], wdir="../..", plots=list(paths.HOCA_FIGURE_FILES.values()))}  # PNGs: `dvc plots show` shows them
-
-
-def hoca_cost_stage(cfg: Config) -> dict:
-    """HOCA's Table 3 (stages/hoca_cost.py): its rows (`hoca_cost.rows`, which `Config.measured_rows` lists for the
-    shared code), when params name them."""
-    rows = cfg.hoca_cost.rows
-    if not rows:
-        return {}
-    measured = list(rows.values())
-    unknown = [s for s in measured if s not in cfg.systems()]
-    if unknown:
-        raise InputError(f"params.yaml: hoca_cost.rows names {unknown[0]!r}, which is not a system")
-    return {"hoca_cost": _stage(
-        "python -m crossmodal hoca-cost", ["profile", "compute", "hoca_cost",
-                                           *grouped(cfg, _dedupe([k for s in measured for k in cfg.sources(s)]))],
-        [*_dedupe([str(d) for s in measured for d in _model_data(cfg, s)]),
-         *stage_code("hoca_cost", "tasks.captioning", "tasks.objectives.xe", "models.hoca")], [],
-        [paths.METRICS / f"{row}.json" for row in rows], wdir="../..")}
-
-
-# a paper's stages beyond its systems' and its tables': their builders, each returning {stage name: stage}
-STUDIES = {"hoca": (hoca_figures_stage, hoca_cost_stage)}
+    return importlib.import_module(f"crossmodal.papers.{paper}.pipeline").stages(cfg)
 
 
 def tables_stage(cfg: Config, paper: str) -> dict:
@@ -410,16 +278,16 @@ def tables_stage(cfg: Config, paper: str) -> dict:
     from .reports.table_builder import summary_name
     from .reports.table_schema import load_tables, table_file
 
-    tables = load_tables(list(cfg.paper(paper).tables))
+    tables = load_tables(list(cfg.paper(paper).tables), paths.paper_tables(paper))
     built = set(cfg.systems()) | set(cfg.ensembles()) | set(cfg.measured_rows())
-    shown = _dedupe([v for t in tables for row in t.rows for v in row.variants() if v in built])
+    shown = dedupe([v for t in tables for row in t.rows for v in row.variants() if v in built])
     groups = seed_groups(cfg)  # a row's cell is its system's mean over seeds
-    metrics = _dedupe([paths.METRICS / f"{s}.json" for v in shown for s in groups[v]]
+    metrics = dedupe([paths.METRICS / f"{s}.json" for v in shown for s in groups[v]]
                       + [paths.METRICS / name for t in tables for name in (t.reference_points, t.data_profile) if name])
-    code = [table_file(t.id).relative_to(closures.SRC.parent).as_posix() for t in tables]
+    code = [table_file(t.id, paths.paper_tables(paper)).relative_to(closures.SRC.parent).as_posix() for t in tables]
     outs = [{str(paths.TABLES / f"{t.id}{suffix}"): {"cache": False}} for t in tables for suffix in (".md", ".csv")]
     outs.append({str(paths.TABLES / summary_name(paper)): {"cache": False}})
-    return _stage(f"python -m crossmodal tables --paper {paper} --systems {','.join(shown)}", [f"{paper}.tables"],
+    return stage(f"python -m crossmodal tables --paper {paper} --systems {','.join(shown)}", [f"{paper}.tables"],
                   [*metrics, *code, *stage_code("tables")], outs, wdir="../..")
 
 
@@ -436,9 +304,11 @@ def render(stages: dict, what: str, plots: list | None = None, params: list | No
 def _stage_sets(cfg: Config, code: bool = True) -> tuple[dict, dict[str, dict]]:
     """(the shared stages, {paper: its stages}), each stage still listing the params key paths it reads; without
     `code` (whose closures take a second to compute) when not `code`."""
-    papers = {paper: stages for paper in PAPERS if (stages := paper_stages(cfg, paper))}
+    for record in papers().values():
+        record.check(cfg)  # its own params sections (`<paper>.studies`), as strictly as the loader checks the rest
+    built = {paper: stages for paper in cfg.papers if (stages := paper_stages(cfg, paper))}
     spine = {"params": params_stage(), **spine_stages(cfg)}
-    return {**({"code": code_stage([spine, *papers.values()])} if code else {}), **spine}, papers
+    return {**({"code": code_stage([spine, *built.values()])} if code else {}), **spine}, built
 
 
 def _param_values_files(spine: dict, papers: dict[str, dict]) -> dict[Path, list[str]]:
@@ -467,7 +337,7 @@ def expected_files(cfg: Config) -> dict[Path, str]:
     from .reports.figures import dvc_plot_definitions
 
     trained = {paper: [n for n in cfg.systems() if cfg.paper_of(n) == paper and cfg.systems()[n].task == "captioning"]
-               for paper in PAPERS}  # the captioners' curves (reports/figures.py: `dvc plots` draws val_CIDEr)
+               for paper in cfg.papers}  # the captioners' curves (reports/figures.py: `dvc plots` draws val_CIDEr)
     files = {Path("dvc.yaml"): render(spine, "Shared stages (code closures, params values, data, features, "
                                              "reference points) and the index of every paper's tables; `dvc plots "
                                              "show` draws the training curves.", dvc_plot_definitions(trained),

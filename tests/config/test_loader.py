@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from crossmodal import cli
-from crossmodal.config.loader import MOVED_KEYS, Config, apply_profile, build, load
+from crossmodal.config.loader import MOVED_KEYS, Config, apply_profile, build, from_data, load
 from crossmodal.config.training import TrainConfig
 from crossmodal.io import InputError
 
@@ -72,15 +72,15 @@ def test_repository_params_load():
 )
 def test_bad_params_name_the_key(data, message):
     with pytest.raises(InputError) as err:
-        build(Config, {"vocabularies": {"min5": {}}, **data})
+        from_data({"vocabularies": {"min5": {}}, **data})
     assert message in str(err.value)
     assert "\n" not in str(err.value)
 
 
 def test_seeds_add_reseeded_copies_that_take_their_base_keys():
-    cfg = build(Config, {"vocabularies": {"min5": {}}, "xlan": {"systems": {
+    cfg = from_data({"vocabularies": {"min5": {}}, "xlan": {"systems": {
         "a": {**BASE, "seeds": 3}, "b": BASE, "s": {"objective": "scst", "init": "a", "seeds": 3}}}})
-    assert list(cfg.xlan.systems) == ["a", "a_seed1", "a_seed2", "b", "s", "s_seed1", "s_seed2"]  # table order
+    assert list(cfg.paper("xlan").systems) == ["a", "a_seed1", "a_seed2", "b", "s", "s_seed1", "s_seed2"]  # table order
     systems = cfg.systems()
     for k in (1, 2):
         copy, base = systems[f"a_seed{k}"], systems["a"]
@@ -95,7 +95,7 @@ def test_seeds_add_reseeded_copies_that_take_their_base_keys():
 
 
 def test_a_derived_entry_changes_only_its_own_knobs():
-    cfg = build(Config, {"vocabularies": {"min5": {}}, "xlan": {"systems": {
+    cfg = from_data({"vocabularies": {"min5": {}}, "xlan": {"systems": {
         "b": {"of": "a", "model_args": {"blocks": 2}, "train": {"seed": 3}},  # order does not matter
         "a": {**BASE, "model_args": {"blocks": 0, "dim": 8}},
         "c": {"of": "b", "model": "xlan", "model_args": {"heads": 2}},  # another model: a's args do not pass on
@@ -110,7 +110,7 @@ def test_a_derived_entry_changes_only_its_own_knobs():
 
 
 def test_a_system_decodes_with_its_own_beam_else_the_shared_one_and_its_continuations_with_its_models():
-    cfg = build(Config, {"vocabularies": {"min5": {}}, "evaluation": {"beam_size": 3}, "xlan": {
+    cfg = from_data({"vocabularies": {"min5": {}}, "evaluation": {"beam_size": 3}, "xlan": {
         "systems": {"a": BASE, "b": {"of": "a", "beam_size": 5}, "c": {"of": "b", "train": {"seed": 1}},
                     "s": {"objective": "scst", "init": "b"}},
         "ensembles": {"e": {"members": ["b", "c"]}}}})
@@ -215,7 +215,7 @@ def test_a_paper_block_must_be_a_mapping():
     with pytest.raises(InputError, match="'runtime.paper' must be a mapping"):
         apply_profile({"runtime": {"paper": [1]}}, real=True)
     with pytest.raises(InputError, match="'xlan.systems.a.paper' must be a mapping"):
-        build(Config, {"vocabularies": {"min5": {}}, "xlan": {"systems": {"a": {**BASE, "paper": [1]}}}})
+        from_data({"vocabularies": {"min5": {}}, "xlan": {"systems": {"a": {**BASE, "paper": [1]}}}})
 
 
 def test_recipes_train_nothing_and_each_value_names_the_key_that_states_it():
@@ -225,12 +225,33 @@ def test_recipes_train_nothing_and_each_value_names_the_key_that_states_it():
             "a": {"of": "xe", "model": "updown", "model_args": {"dim": 8}, "train": {"max_epochs": 6}},
             "b": {"of": "a", "model_args": {"blocks": 2}},
             "s": {"of": "rl", "init": "b"}}}}
-    cfg = build(Config, data)
+    cfg = from_data(data)
     assert set(cfg.systems()) == {"a", "b", "s"} and cfg.chain("b") == ["b", "a", "xe"]
     assert cfg.systems()["b"].train.max_epochs == 6 and cfg.systems()["b"].train.lr == 0.001
     assert cfg.sources("b") == ["recipes.xe.vocabulary", "xlan.systems.a.train.max_epochs", "recipes.xe.train.lr",
                                 "xlan.systems.a.model", "xlan.systems.a.model_args.dim", "xlan.systems.b.model_args.blocks"]
     assert cfg.sources("s") == ["recipes.rl.objective", "recipes.rl.train.lr", "xlan.systems.s.init",
                                 *cfg.model_sources("b")]
-    real = build(Config, {**data, "profile": "real"})  # the recipe's paper block beats a's synthetic epochs
+    real = from_data({**data, "profile": "real"})  # the recipe's paper block beats a's synthetic epochs
     assert "recipes.xe.paper.train.max_epochs" in real.sources("b") and real.systems()["b"].train.max_epochs == 30
+
+
+@pytest.mark.parametrize("key, message", [
+    ("hoca_figures", "unknown key 'hoca_figures' (did you mean 'hoca.studies.figures'? a paper's own sections moved "
+                     "there)"),
+    ("xlann", "unknown key 'xlann' (did you mean 'xlan'?)"),  # a paper's section is named as its package
+])
+def test_an_unknown_top_level_key_names_the_section_or_paper_it_should_be(tmp_path, capsys, key, message):
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params[key] = {}
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(params))
+    assert cli.main(["--params", str(path), "prepro-captions"]) == 2
+    assert capsys.readouterr().err.strip() == f"error: params.yaml: {message}"
+
+
+def test_the_papers_sections_are_their_packages_folders_in_params_order():
+    cfg = load(ROOT / "params.yaml")
+    assert list(cfg.papers) == ["baselines", "aoanet", "xlan", "eta", "hoca", "ban"]  # params.yaml's order
+    assert set(cfg.papers) == {p.parent.name for p in (ROOT / "src/crossmodal/papers").glob("*/paper.py")}
+    assert cfg.paper("nothing") == cfg.paper("nothing") and not cfg.paper("nothing").systems  # an empty section

@@ -14,7 +14,7 @@ import pytest
 import torch
 import yaml
 from tiny_pipeline import (TINY, TINY_BAN, TINY_GROUNDING, TINY_UPDOWN_TRAIN, commit_all, copy_pipeline, in_paper,
-                           run, serve_stages, set_params, stages_run)
+                           in_process_params, run, serve_stages, set_params, stages_run)
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_thread")]  # the tiny pipeline under the real profile
 
@@ -57,7 +57,7 @@ def test_real_profile_downloads_converts_and_trains_the_world_served_in_the_publ
     flickr = export_grounding_formats(repo / "data/raw/grounding_world", repo / "data/features/regions.h5",
                                       tmp_path / "www")
     real = copy_pipeline(tmp_path / "real")
-    params = yaml.safe_load((repo / "params.yaml").read_text())
+    params = in_process_params(repo)  # the code copied here has no toy paper
     params["profile"] = "real"
     params["baselines"] = {"systems": {"updown": {**params["baselines"]["systems"]["updown"], "paper": {
         "model_args": PAPER_ARGS, "train": {**TINY_UPDOWN_TRAIN, "max_epochs": 1}}}}}

@@ -100,11 +100,13 @@ def _restore_params(repo: Path) -> None:
 
 def test_changing_a_recipe_key_reruns_every_system_on_it_but_one_that_overrides_it(repo):
     """Att2in states its own learning rate; Up-Down takes the recipe's, and its reseeded members take it through
-    Up-Down. So the recipe's learning rate reruns Up-Down and its members, and not Att2in."""
+    Up-Down, and so does the toy paper's system. So the recipe's learning rate reruns Up-Down, its members and the
+    toy's system, and not Att2in."""
     assert "changed" not in run(repo, "dvc", "status").stdout
     set_params(repo, {"recipes": {"lstm_xe": {"train": {"lr": 0.005}}}})
     try:
-        assert _params_changed(repo) == sorted(in_paper("baselines", "updown", *SEEDS))
+        assert _params_changed(repo) == sorted([*in_paper("baselines", "updown", *SEEDS),
+                                                "pipelines/toy/dvc.yaml:toy_pool"])
         assert "recipes.lstm_xe.train.lr" in run(repo, "dvc", "params", "diff").stdout
     finally:
         _restore_params(repo)

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import torch
 import yaml
-from tiny_pipeline import run, stages
+from tiny_pipeline import in_process_params, run, stages
 
 from crossmodal.environment import summary
 
@@ -199,6 +199,28 @@ def test_hoca_captions_the_video_worlds_clips_through_the_captioning_task(repo):
     assert f"{cost['test']['train_seconds']:.2f}" in (repo / "reports/tables/hoca_table3.md").read_text()
 
 
+def test_a_sixth_paper_is_a_folder(repo):
+    """The toy paper of docs/adding-a-paper.md (tests/toy_paper/: its package, one model file, its params section)
+    joined the build touching no other file: its stage file, its system trained by the shared trainer, its table with
+    our numbers, its row in the papers' status."""
+    from tiny_pipeline import ROOT, TOY
+
+    added = {p.relative_to(TOY).as_posix() for p in TOY.rglob("*") if p.is_file() and p.name != "params.yaml"
+             and "__pycache__" not in p.parts}
+    ours = {p.relative_to(repo).as_posix(): p for p in (repo / "src").rglob("*") if p.is_file()
+            and "__pycache__" not in p.parts and ".egg-info" not in p.as_posix()}
+    assert added <= set(ours) and {"src/crossmodal/papers/toy/paper.py", "src/crossmodal/models/toy_pool.py"} <= added
+    for path, file in ours.items():  # every other file of the package as the repository has it
+        assert path in added or file.read_bytes() == (ROOT / path).read_bytes(), path
+    assert set(yaml.safe_load((repo / "pipelines/toy/dvc.yaml").read_text())["stages"]) == {"toy_pool", "tables"}
+    metrics = json.loads((repo / "reports/metrics/toy_pool.json").read_text())
+    assert metrics["model"] == "toy_pool" and len(metrics["history"]) == 6 and metrics["test"]["CIDEr"] >= 0
+    table = (repo / "reports/tables/toy_table1.md").read_text()
+    assert f"{100 * metrics['test']['CIDEr']:.1f}" in table and "synthetic image world" in table
+    status = [line for line in (repo / "reports/index.md").read_text().splitlines() if line.startswith("| Toy paper")]
+    assert status[0].split("|")[2].strip() == "1: Table 1"  # the status table's row (then the claims' tally)
+
+
 def test_reseeded_members_and_their_ensemble(repo):
     members = [json.loads((repo / f"reports/metrics/{m}.json").read_text())
                for m in ("updown", "updown_seed1", "updown_seed2", "updown_seed3")]
@@ -217,10 +239,10 @@ def test_scst_continues_the_cross_entropy_model_and_fills_the_scst_columns(repo)
     assert metrics["objective"] == "scst" and metrics["model"] == "updown" and len(metrics["history"]) == 2
     assert set(metrics["history"][0]) >= {"train_loss", "train_CIDEr_beam", "val_CIDEr"}  # from beams (scst_beam),
     assert "train_CIDEr_greedy" not in metrics["history"][0]  # under their mean: no greedy caption decoded
-    from crossmodal.config.loader import load
+    from crossmodal.config.loader import from_data
     from crossmodal.training.trainer import Trainer
 
-    start = Trainer(load(repo / "params.yaml"), "updown_scst", repo, progress=False).model.state_dict()
+    start = Trainer(from_data(in_process_params(repo)), "updown_scst", repo, progress=False).model.state_dict()
     saved = torch.load(repo / "data/models/updown/model.pt", weights_only=False)["state_dict"]
     assert start.keys() == saved.keys() and all(torch.equal(start[k], saved[k]) for k in saved)
     submission = json.loads((repo / "data/predictions/updown_scst/captions_test2014_updown_scst_results.json")
@@ -241,10 +263,10 @@ def test_second_repro_does_nothing(repo):
 
 @pytest.mark.parametrize("name", ["updown", "updown_scst"])
 def test_training_resumed_after_a_crash_reaches_the_same_metrics(repo, monkeypatch, name):
-    from crossmodal.config.loader import load
+    from crossmodal.config.loader import from_data
     from crossmodal.training.trainer import Trainer as cls
 
-    cfg = load(repo / "params.yaml")
+    cfg = from_data(in_process_params(repo))
     shutil.rmtree(repo / "data/checkpoints", ignore_errors=True)
     straight = cls(cfg, name, repo, progress=False).run()
 
@@ -272,7 +294,7 @@ def test_a_run_killed_inside_a_patience_window_resumes_to_the_same_stop(repo, tm
     from crossmodal.config.loader import load
     from crossmodal.training.trainer import Trainer as cls
 
-    params = yaml.safe_load((repo / "params.yaml").read_text())
+    params = in_process_params(repo)
     params["baselines"]["systems"]["updown"]["train"] = {"max_epochs": 20, "patience": 2}
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     cfg = load(tmp_path / "params.yaml")

@@ -3,7 +3,7 @@ the params.yaml sections that declare reseeded members and ensembles."""
 import pytest
 import torch
 
-from crossmodal.config.loader import Config, build
+from crossmodal.config.loader import Config, build, from_data
 from crossmodal.data.inputs import Padded
 from crossmodal.decoding.search import beam_search
 from crossmodal.io import InputError
@@ -62,7 +62,7 @@ BASE = {"a": {"model": "updown", "vocabulary": "min5", "train": {"seed": 0, "lr"
 
 
 def _xlan(ensembles: dict) -> Config:
-    return build(Config, {"vocabularies": {"min5": {}, "min6": {}}, "xlan": {"systems": BASE, "ensembles": ensembles}})
+    return from_data({"vocabularies": {"min5": {}, "min6": {}}, "xlan": {"systems": BASE, "ensembles": ensembles}})
 
 
 def test_reseeded_members_share_every_param_but_the_seed():
@@ -95,7 +95,7 @@ def test_a_late_fusion_of_different_models_reads_the_union_of_their_inputs():
     base = {**BASE, "v": {"model": "eta", "vocabulary": "min5", "model_args": {"mode": "visual"}},
             "s": {"model": "eta", "vocabulary": "min5", "model_args": {"mode": "semantic"},
                   "inputs": {"attributes": "attributes"}}}
-    cfg = build(Config, {"vocabularies": {"min5": {}, "min6": {}}, "eta": {"systems": base, "ensembles": {
+    cfg = from_data({"vocabularies": {"min5": {}, "min6": {}}, "eta": {"systems": base, "ensembles": {
         "fuse": {"members": ["v", "s"]}, "mixed": {"members": ["a", "b"]}}}})
     assert cfg.ensemble_inputs("fuse") == {"regions": "regions", "attributes": "attributes"}
     assert cfg.ensemble_inputs("mixed") == {"regions": "regions"}

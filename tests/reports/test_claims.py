@@ -12,13 +12,14 @@ import pytest
 import yaml
 from scipy import stats
 
-from crossmodal.config.loader import Config, build
+from crossmodal.config.loader import Config, build, from_data
 from crossmodal.io import InputError, write_json
 from crossmodal.reports.claims import (HOLDS, PENDING, RECIPE, REVERSED, SAMPLED_SCST, SEEDS, UNCLEAR, UNTESTABLE,
                                        WORLD, ClaimResult, ClaimsPage, Systems, against_spread, build_claims,
                                        cross_cpu_spread, judge, pooled_spread, seed_groups, welch, worlds)
 from crossmodal.reports.power import mde, runs_to_decide
-from crossmodal.reports.table_schema import PAPER_TABLES, PaperTable, load_table, load_tables
+from crossmodal.paths import paper_tables
+from crossmodal.reports.table_schema import PaperTable, load_table, load_tables
 
 BASE = {"model": "updown", "vocabulary": "min5", "train": {"max_epochs": 4}}
 SPREAD = 9.5  # a pooled seed spread (CIDEr-D points) for the constructed single-run cases
@@ -110,7 +111,7 @@ def test_cross_cpu_spread_is_max_minus_min_of_updown_test_cider(tmp_path):
 
 
 def _config() -> Config:
-    return build(Config, {"vocabularies": {"min5": {}}, "xlan": {
+    return from_data({"vocabularies": {"min5": {}}, "xlan": {
         "systems": {
             "a": BASE,
             "a_seed1": {"of": "a", "train": {"seed": 1}},
@@ -193,19 +194,19 @@ def test_a_claim_without_a_quote_and_duplicate_ids_are_rejected(tmp_path):
 
 
 def test_the_papers_claims_cover_the_ladder_the_variants_and_scst():
-    pairs = {(c.better, c.worse) for t in load_tables(["xlan_table1", "xlan_table2", "xlan_table3"]) for c in t.claims}
+    pairs = {(c.better, c.worse) for t in load_tables(["xlan_table1", "xlan_table2", "xlan_table3"], paper_tables("xlan")) for c in t.claims}
     ladder = ["updown", "xlan_dec", "xlan_enc1", "xlan_enc2", "xlan_enc3", "xlan_enc4", "xlan"]
     assert {(b, w) for w, b in zip(ladder, ladder[1:])} <= pairs
     assert {("xtransformer", "transformer"), ("xtransformer_scst", "transformer_scst"), ("xlan_ensemble", "xlan"),
             ("xtransformer_ensemble", "xtransformer"), ("xlan_scst_ensemble", "xlan_scst"),
             ("xtransformer_scst_ensemble", "xtransformer_scst"), ("xlan_scst", "xlan"),
             ("xtransformer_scst", "xtransformer")} <= pairs
-    aoanet = {(c.better, c.worse) for c in load_table(PAPER_TABLES / "aoanet_offline.yaml").claims}
+    aoanet = {(c.better, c.worse) for c in load_table(paper_tables("aoanet") / "aoanet_offline.yaml").claims}
     assert aoanet == {("aoanet", "updown"), ("aoanet_scst", "updown_scst"), ("aoanet_scst", "aoanet")}
 
 
 def test_the_eta_claims_cover_fusion_scst_the_modalities_the_encoder_the_baselines_and_gbc():
-    tables = {t.id: t for t in load_tables([f"eta_table{i}" for i in range(1, 7)])}
+    tables = {t.id: t for t in load_tables([f"eta_table{i}" for i in range(1, 7)], paper_tables("eta"))}
     pairs = {t: {(c.better, c.worse) for c in table.claims} for t, table in tables.items()}
     assert {("eta_fuse", "eta"), ("eta_fuse_scst", "eta_scst"), ("eta_scst", "eta")} <= pairs["eta_table1"]
     assert {("eta", "transformer_v"), ("eta", "transformer_s"), ("eta_oracle", "eta")} <= pairs["eta_table2"]
@@ -312,7 +313,7 @@ def test_a_recipe_known_to_be_wrong_is_read_from_the_runs_histories(tmp_path):
 
 def _worlds_config() -> Config:
     video = {**BASE, "vocabulary": "msvd"}
-    return build(Config, {"vocabularies": {"min5": {}, "msvd": {"corpus": "msvd"}}, "xlan": {"systems": {
+    return from_data({"vocabularies": {"min5": {}, "msvd": {"corpus": "msvd"}}, "xlan": {"systems": {
         "a": BASE, "a_seed1": {"of": "a", "train": {"seed": 1}}, "a_seed2": {"of": "a", "train": {"seed": 2}},
         "b": {**BASE, "model_args": {"dim": 8}}, "b_seed1": {"of": "b", "train": {"seed": 1}},
         "v": video, "w": {**video, "model_args": {"dim": 8}}}}})
@@ -477,7 +478,7 @@ def _anchors(markdown: str) -> set[str]:
 
 
 def test_every_untestable_claim_links_a_section_of_the_docs_that_exists():
-    tables = load_tables([p.stem for p in sorted(PAPER_TABLES.glob("*.yaml"))])
+    tables = [load_table(p) for p in sorted(paper_tables("*").parent.parent.glob("*/tables/*.yaml"))]
     links = {c.untestable.link for t in tables for c in t.claims if c.untestable}
     assert links, "no claim is marked untestable"
     root = Path(__file__).resolve().parents[2]

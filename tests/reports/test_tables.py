@@ -17,7 +17,7 @@ from crossmodal.reports.index_page import (STATUS_BEGIN, STATUS_END, build_index
 from crossmodal.reports.table_builder import REFERENCE_HEADING, WIDTH, build_paper, build_table, summary_name
 from crossmodal.reports.table_schema import load_table, load_tables
 
-PAPER_TABLES = Path(__file__).resolve().parents[2] / "src" / "crossmodal" / "reports" / "paper_tables"
+PAPERS = Path(__file__).resolve().parents[2] / "src" / "crossmodal" / "papers"  # each paper's tables/
 XLAN_VARIANTS = {"updown", "xlan_dec", "xlan_enc1", "xlan_enc2", "xlan_enc3", "xlan_enc4", "xlan"}
 SPICE_STATUS = "Stanford CoreNLP jars absent (offline)"
 METRICS = ["BLEU-1", "BLEU-2", "BLEU-3", "BLEU-4", "METEOR", "ROUGE-L", "CIDEr", "SPICE"]
@@ -70,7 +70,7 @@ def test_loader_rejects_unknown_top_level_key_and_duplicate_keys(tmp_path):
 
 
 def test_xlan_table3_transcription():
-    table = load_table(PAPER_TABLES / "xlan_table3.yaml")
+    table = load_table(PAPERS / "xlan/tables/xlan_table3.yaml")
     assert [c.key for c in table.columns] == METRICS
     assert [c.label for c in table.columns] == ["B@1", "B@2", "B@3", "B@4", "M", "R", "C", "S"]
     rows = table.rows
@@ -146,11 +146,21 @@ def build_all(tables_dir: Path, metrics_dir: Path, registered: set[str], out: Pa
 
 
 @pytest.fixture()
+def every_table(tmp_path) -> Path:
+    """One directory holding every paper's transcribed tables, so that a build test builds them all as one paper's."""
+    d = tmp_path / "every_table"
+    d.mkdir()
+    for path in PAPERS.glob("*/tables/*.yaml"):
+        (d / path.name).write_bytes(path.read_bytes())
+    return d
+
+
+@pytest.fixture()
 def xlan3_only(tmp_path) -> Path:
     """A paper-tables directory holding only xlan_table3.yaml, so a build test looks at one table."""
     d = tmp_path / "paper_tables_xlan3"
     d.mkdir()
-    (d / "xlan_table3.yaml").write_text((PAPER_TABLES / "xlan_table3.yaml").read_text(encoding="utf-8"), encoding="utf-8")
+    (d / "xlan_table3.yaml").write_text((PAPERS / "xlan/tables/xlan_table3.yaml").read_text(encoding="utf-8"), encoding="utf-8")
     return d
 
 
@@ -200,14 +210,14 @@ def test_build_with_only_updown_metrics(tmp_path, metrics_dir, xlan3_only):
     assert idx.rstrip().endswith("| 1 | 0 | 6 | 0 |")
 
 
-def test_build_is_byte_identical_when_repeated(tmp_path, metrics_dir, xlan3_only):
+def test_build_is_byte_identical_when_repeated(tmp_path, metrics_dir, xlan3_only, every_table):
     out, index = tmp_path / "tables", tmp_path / "index.md"
     first = {p: p.read_bytes() for p in build_all(xlan3_only, metrics_dir, XLAN_VARIANTS, out, index)}
     second = {p: p.read_bytes() for p in build_all(xlan3_only, metrics_dir, XLAN_VARIANTS, out, index)}
     assert first == second
     assert sorted(p.name for p in out.iterdir()) == ["paper.summary.json", "xlan_table3.csv", "xlan_table3.md"]
-    everything = {p: p.read_bytes() for p in build_all(PAPER_TABLES, metrics_dir, XLAN_VARIANTS, out, index)}
-    assert everything == {p: p.read_bytes() for p in build_all(PAPER_TABLES, metrics_dir, XLAN_VARIANTS, out, index)}
+    everything = {p: p.read_bytes() for p in build_all(every_table, metrics_dir, XLAN_VARIANTS, out, index)}
+    assert everything == {p: p.read_bytes() for p in build_all(every_table, metrics_dir, XLAN_VARIANTS, out, index)}
 
 
 def test_cited_unregistered_grouped_and_server_only_cells(tmp_path, metrics_dir):
@@ -242,12 +252,12 @@ def test_cited_unregistered_grouped_and_server_only_cells(tmp_path, metrics_dir)
     assert kinds == ["reproduced", "cited", "pending"]
 
 
-def test_missing_metric_in_metrics_file_is_an_input_error(tmp_path, metrics_dir):
+def test_missing_metric_in_metrics_file_is_an_input_error(tmp_path, metrics_dir, every_table):
     data = json.loads((metrics_dir / "updown.json").read_text())
     del data["test"]["METEOR"]
     (metrics_dir / "updown.json").write_text(json.dumps(data))
     with pytest.raises(InputError, match=r"updown\.json: test metrics lack 'METEOR'"):
-        build_all(PAPER_TABLES, metrics_dir, XLAN_VARIANTS, tmp_path / "out", tmp_path / "index.md")
+        build_all(every_table, metrics_dir, XLAN_VARIANTS, tmp_path / "out", tmp_path / "index.md")
     assert not (tmp_path / "out").exists()
 
 
@@ -277,9 +287,10 @@ def _online(c5_c40: list[float | None]) -> dict[str, float | None]:
     return dict(zip(ids, c5_c40))
 
 
-def test_every_paper_table_loads():
-    tables = load_tables(TABLE_IDS)
-    assert sorted(p.stem for p in PAPER_TABLES.glob("*.yaml")) == TABLE_IDS
+def test_every_paper_table_loads(every_table):
+    tables = load_tables(TABLE_IDS, every_table)
+    assert sorted(p.stem for p in every_table.glob("*.yaml")) == TABLE_IDS
+    assert all(p.stem.startswith(p.parent.parent.name + "_") for p in PAPERS.glob("*/tables/*.yaml"))  # its paper's
     for t in tables:
         expected = DATASETS.get(t.id, "VQA 2.0" if t.id.startswith("ban_") else "COCO")
         assert t.dataset == expected and (t.id in COST_TABLES or (t.unit == "%" and t.scale == 100))
@@ -297,7 +308,7 @@ def test_every_paper_table_loads():
 
 
 def test_aoanet_offline_transcription():
-    t = load_table(PAPER_TABLES / "aoanet_offline.yaml")
+    t = load_table(PAPERS / "aoanet/tables/aoanet_offline.yaml")
     assert [(s.name, len(s.rows)) for s in t.sections] == [("Single model", 8)]
     assert [c.id for c in t.columns] == [f"{g}:{m}" for g in ("xe", "scst")
                                          for m in ("BLEU-1", "BLEU-4", "METEOR", "ROUGE-L", "CIDEr", "SPICE")]
@@ -323,7 +334,7 @@ def test_aoanet_offline_transcription():
 
 
 def test_aoanet_online_transcription():
-    t = load_table(PAPER_TABLES / "aoanet_online.yaml")
+    t = load_table(PAPERS / "aoanet/tables/aoanet_online.yaml")
     assert [(s.name, len(s.rows)) for s in t.sections] == [("Online leaderboard", 7)]
     assert [r.labels["model"] for r in t.rows] == ["SCST [31]", "LSTM-A [50]", "Up-Down [2]", "RFNet [20]",
                                                    "GCN-LSTM [49]", "SGAE [44]", "AoANet"]
@@ -341,7 +352,7 @@ def test_aoanet_online_transcription():
 
 
 def test_xlan_table1_transcription():
-    t = load_table(PAPER_TABLES / "xlan_table1.yaml")
+    t = load_table(PAPERS / "xlan/tables/xlan_table1.yaml")
     assert [(s.name, len(s.rows)) for s in t.sections] == [("Single model", 12), ("Ensemble/Fusion", 8)]
     single, ensemble = t.sections[0].rows, t.sections[1].rows
     assert [r.labels["model"] for r in single] == [
@@ -384,7 +395,7 @@ def test_xlan_table1_transcription():
 
 
 def test_xlan_table2_transcription():
-    t = load_table(PAPER_TABLES / "xlan_table2.yaml")
+    t = load_table(PAPERS / "xlan/tables/xlan_table2.yaml")
     assert [(s.name, len(s.rows)) for s in t.sections] == [("Online leaderboard", 11)]
     assert [r.labels["model"] for r in t.rows] == [
         "LSTM-A (ResNet-152) [40]", "Up-Down (ResNet-101) [2]", "RFNet (ResNet+DenseNet+Inception) [13]",
@@ -405,7 +416,7 @@ def test_xlan_table2_transcription():
 
 
 def test_eta_table1_transcription():
-    t = load_table(PAPER_TABLES / "eta_table1.yaml")
+    t = load_table(PAPERS / "eta/tables/eta_table1.yaml")
     assert [(f.key, f.label) for f in t.label_fields] == [("model", "Model"), ("regions", "Proposal"),
                                                           ("attributes", "Semantic")]
     assert [(s.name, len(s.rows)) for s in t.sections] == [("Offline evaluation", 7)]
@@ -424,7 +435,7 @@ def test_eta_table1_transcription():
 
 
 def test_eta_table3_transcription():
-    t = load_table(PAPER_TABLES / "eta_table3.yaml")
+    t = load_table(PAPERS / "eta/tables/eta_table3.yaml")
     assert [(s.name, len(s.rows)) for s in t.sections] == [("Online leaderboard", 6)]
     assert [r.labels["model"] for r in t.rows] == ["SCST", "LSTM-A", "VS-LSTM", "Up-Down", "GCN-LSTM", "ETA"]
     assert [r.variant for r in t.rows] == ["att2in_scst", None, None, "updown_scst", None, "eta_scst_ensemble"]
@@ -443,7 +454,7 @@ def _plain(values: list[float | None]) -> dict[str, float | None]:
 
 
 def test_eta_table2_transcription():
-    t = load_table(PAPER_TABLES / "eta_table2.yaml")
+    t = load_table(PAPERS / "eta/tables/eta_table2.yaml")
     assert [(s.name, len(s.rows)) for s in t.sections] == [("Single modality", 10)]
     assert [(r.labels["model"], r.variant) for r in t.rows] == [
         ("VS-LSTM_s", None), ("VS-LSTM_v", None), ("VS-LSTM", None), ("GCN-LSTM_s", None), ("GCN-LSTM_v", None),
@@ -452,7 +463,7 @@ def test_eta_table2_transcription():
     assert t.rows[0].values == _plain([74.3, 33.3, 26.5, None, 105.1, None])  # VS-LSTM prints no R and no S
     assert _row(t, "Transformer_v").values == _plain([75.9, 34.0, 27.5, 56.1, 112.2, 21.0])
     assert t.rows[-1].values == _plain([97.0, 76.7, 47.9, 84.2, 204.2, 34.7])
-    eta1 = load_table(PAPER_TABLES / "eta_table1.yaml")  # the rows Table 1 repeats: its cross-entropy numbers
+    eta1 = load_table(PAPERS / "eta/tables/eta_table1.yaml")  # the rows Table 1 repeats: its cross-entropy numbers
     for label, in_table1 in (("VS-LSTM", "VS-LSTM [22]"), ("GCN-LSTM_fuse", "GCN-LSTM_fuse [42]"), ("ETA", "ETA")):
         xe = {k.split(":")[1]: v for k, v in _row(eta1, in_table1).values.items() if k.startswith("xe:")}
         assert _row(t, label).values == xe, label
@@ -461,7 +472,7 @@ def test_eta_table2_transcription():
 
 
 def test_eta_table4_transcription():
-    t = load_table(PAPER_TABLES / "eta_table4.yaml")
+    t = load_table(PAPERS / "eta/tables/eta_table4.yaml")
     assert [(s.name, len(s.rows)) for s in t.sections] == [("Model structures", 7)]
     assert [(r.labels["model"], r.variant) for r in t.rows] == [
         ("LSTM [18]", "softatt_grid"), ("Convolution [3]", "convcap_grid"), ("Transformer_s", "transformer_s"),
@@ -470,7 +481,7 @@ def test_eta_table4_transcription():
     assert t.rows[0].values == _plain([71.3, 30.3, 24.7, 52.5, 91.2, 17.2])
     assert _row(t, "Transformer_v - Encoder").values == _plain([70.2, 28.2, 24.2, 51.6, 91.8, 17.2])
     assert t.rows[-1].values == _plain([72.2, 31.9, 25.7, 53.4, 99.2, 18.6])
-    eta2 = load_table(PAPER_TABLES / "eta_table2.yaml")  # the semantic-only Transformer: the same system and numbers
+    eta2 = load_table(PAPERS / "eta/tables/eta_table2.yaml")  # the semantic-only Transformer: the same system and numbers
     assert _row(t, "Transformer_s").values == _row(eta2, "Transformer_s").values
     for encoder, none in (("Transformer_s", "Transformer_s - Encoder"), ("Transformer_v", "Transformer_v - Encoder")):
         assert all(_row(t, encoder).values[k] > v for k, v in _row(t, none).values.items())  # "over all the metrics"
@@ -481,7 +492,7 @@ def test_eta_table4_transcription():
 
 
 def test_eta_table5_transcription():
-    t = load_table(PAPER_TABLES / "eta_table5.yaml")
+    t = load_table(PAPERS / "eta/tables/eta_table5.yaml")
     assert [(s.name, len(s.rows)) for s in t.sections] == [("Ablation", 7)]
     assert [(r.labels["model"], r.variant) for r in t.rows] == [
         ("Transformer_v", "transformer_v_scst"), ("Transformer_s", "transformer_s_scst"),
@@ -489,7 +500,7 @@ def test_eta_table5_transcription():
         ("Stacked_s", "stacked_s_scst"), ("ETA", "eta_scst")]
     assert t.rows[2].values == _plain([79.6, 37.5, 27.6, 57.6, 118.7, 19.8])
     assert _row(t, "Stacked_v").values == _plain([80.7, 39.1, 28.6, 58.6, 125.0, 22.4])
-    eta1 = load_table(PAPER_TABLES / "eta_table1.yaml")  # ETA repeats Table 1's sequence-level row
+    eta1 = load_table(PAPERS / "eta/tables/eta_table1.yaml")  # ETA repeats Table 1's sequence-level row
     assert _row(t, "ETA").values == {k.split(":")[1]: v for k, v in _row(eta1, "ETA").values.items()
                                      if k.startswith("scst:")}
     claims = {c.id: c for c in t.claims}
@@ -501,7 +512,7 @@ def test_eta_table5_transcription():
 
 
 def test_eta_table6_transcription():
-    t = load_table(PAPER_TABLES / "eta_table6.yaml")
+    t = load_table(PAPERS / "eta/tables/eta_table6.yaml")
     assert [(s.name, len(s.rows)) for s in t.sections] == [("Activation in GBC", 4)]
     assert [(r.labels["model"], r.variant) for r in t.rows] == [
         ("Sigmoid", "eta_sigmoid"), ("Tanh", "eta_tanh"), ("ReLU", "eta_relu"), ("Linear", "eta")]
@@ -528,7 +539,7 @@ def test_headings_name_the_environment_of_the_runs_shown_and_list_mixed_ones(tmp
     there = {**here, "cpu": "Intel Xeon", "cpu_capability": "AVX2", "portable": True}
     tables = tmp_path / "paper"
     tables.mkdir()
-    (tables / "aoanet_online.yaml").write_text((PAPER_TABLES / "aoanet_online.yaml").read_text(encoding="utf-8"),
+    (tables / "aoanet_online.yaml").write_text((PAPERS / "aoanet/tables/aoanet_online.yaml").read_text(encoding="utf-8"),
                                                encoding="utf-8")
 
     def heading(systems: set[str]) -> list[str]:
@@ -553,7 +564,7 @@ def test_server_only_cells_name_the_submission_file_once_the_variant_has_metrics
     _write_metrics(metrics_dir, "aoanet_scst")  # updown_scst and att2in_scst stay pending
     tables = tmp_path / "paper"
     tables.mkdir()
-    (tables / "aoanet_online.yaml").write_text((PAPER_TABLES / "aoanet_online.yaml").read_text(encoding="utf-8"),
+    (tables / "aoanet_online.yaml").write_text((PAPERS / "aoanet/tables/aoanet_online.yaml").read_text(encoding="utf-8"),
                                                encoding="utf-8")
     build_all(tables, metrics_dir, {"aoanet_scst", "updown_scst", "att2in_scst"}, tmp_path / "out",
               tmp_path / "index.md")
@@ -579,10 +590,10 @@ def test_server_only_cells_name_the_submission_file_once_the_variant_has_metrics
     assert (tmp_path / "index.md").read_text().rstrip().endswith("| 0 | 1 | 2 | 4 |")
 
 
-def test_build_all_transcribed_tables(tmp_path, metrics_dir):
+def test_build_all_transcribed_tables(tmp_path, metrics_dir, every_table):
     _write_metrics(metrics_dir, "updown_scst")
     out, index = tmp_path / "tables", tmp_path / "index.md"
-    written = build_all(PAPER_TABLES, metrics_dir, {"updown", "updown_scst"}, out, index)
+    written = build_all(every_table, metrics_dir, {"updown", "updown_scst"}, out, index)
     assert written == [out / f"{t}.{ext}" for t in TABLE_IDS for ext in ("md", "csv")] + [index]
     counts = {}
     for line in index.read_text().splitlines():
@@ -641,7 +652,7 @@ def test_build_all_transcribed_tables(tmp_path, metrics_dir):
 ])
 def test_transcription_fingerprint(table_id, numbers, nulls, total):
     """Every printed number is transcribed: a mistyped, dropped or invented cell changes one of these."""
-    values = [v for r in load_table(PAPER_TABLES / f"{table_id}.yaml").rows for v in r.values.values()]
+    values = [v for r in load_table(next(PAPERS.glob(f"*/tables/{table_id}.yaml"))).rows for v in r.values.values()]
     present = [v for v in values if v is not None]
     assert (len(present), len(values) - len(present)) == (numbers, nulls)
     assert round(sum(present), 1) == pytest.approx(total, abs=1e-6)
@@ -713,6 +724,10 @@ def _summary(path: Path, *entries: tuple) -> Path:
     return path
 
 
+TITLES = {"xlan": "X-LAN / X-Transformer", "eta": "ETA-Transformer", "aoanet": "AoANet", "hoca": "HOCA / Low-Rank HOCA",
+          "ban": "BAN"}  # the status table's papers, in its order (stages/index.py titles: the papers' records)
+
+
 def test_status_table_counts_tables_systems_and_rows_per_paper(tmp_path, metrics_dir):
     for name in ("xlan", "xlan_scst", "showtell", "xlan_ensemble"):
         _write_metrics(metrics_dir, name)
@@ -727,7 +742,7 @@ def test_status_table_counts_tables_systems_and_rows_per_paper(tmp_path, metrics
     claims = ClaimsPage("", {"x1": {"c1": result[HOLDS], "c2": result[UNCLEAR], "c3": result[PENDING]},
                              "x2": {"c4": result[HOLDS], "c6": result[UNTESTABLE]},
                              "other": {"c5": result[HOLDS]}})  # e1 records no claims
-    status = build_status(summaries, systems, {"xlan_ensemble": "xlan"}, metrics_dir, claims)
+    status = build_status(TITLES, summaries, systems, {"xlan_ensemble": "xlan"}, metrics_dir, claims)
     tables = status.split("\n\n")
     rows = {line.split("|")[1].strip(): [c.strip() for c in line.strip("|").split("|")[1:]]
             for line in tables[0].splitlines() if line.startswith("| ") and "---" not in line}
@@ -746,7 +761,8 @@ def test_status_table_counts_tables_systems_and_rows_per_paper(tmp_path, metrics
     assert "count under no paper; 1 of 1 stopped by patience" in " ".join(status.split())
     assert "Claims (`reports/claims.md`): each ordering" in " ".join(status.split())
     groups = {"showtell": ("showtell", "showtell_seed1"), "showtell_seed1": ("showtell_seed1", "showtell")}
-    seeded = build_status(summaries, {**systems, "showtell_seed1": "baselines"}, {}, metrics_dir, claims, groups)
+    seeded = build_status(TITLES, summaries, {**systems, "showtell_seed1": "baselines"}, {}, metrics_dir, claims,
+                          groups)
     assert "The 2 runs of the baselines that several papers share (`showtell` (2 seeds))" in " ".join(
         seeded.split())  # a seed copy is counted, and named by its system
     assert "not recorded yet" not in status

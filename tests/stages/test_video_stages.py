@@ -23,7 +23,9 @@ from crossmodal.data.video import item_id, read_msrvtt, read_msvd
 from crossmodal.io import InputError
 from crossmodal.models.hoca import HOCAArgs, LowRankHOCACaptioner
 from crossmodal.pipelines import spine_stages
-from crossmodal.stages import extract_video, hoca_cost, prepro_video, synthesize_video
+from crossmodal.papers.hoca.commands import hoca_cost
+from crossmodal.papers.hoca.paper import PAPER as HOCA
+from crossmodal.stages import extract_video, prepro_video, synthesize_video
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -153,9 +155,7 @@ def test_a_video_vocabulary_brings_the_video_stages_and_leaves_prepro_captions_a
     assert not any(p.startswith("vocabularies.ms") for p in stages["prepro_captions"]["params"])
     assert set(stages["prepro_video"]["params"]) >= {"vocabularies.msvd", "vocabularies.msrvtt"}
     params["vocabularies"] = {k: v for k, v in params["vocabularies"].items() if k.startswith("min")}
-    for paper in ("hoca",):
-        params[paper] = {}
-    params["hoca_figures"], params["hoca_cost"] = {}, {}
+    params["hoca"] = {}
     without = spine_stages(from_data(params))
     assert not {"synthesize_video", "prepro_video", "extract_frames", "word2vec"} & set(without)
 
@@ -163,12 +163,13 @@ def test_a_video_vocabulary_brings_the_video_stages_and_leaves_prepro_captions_a
 def test_a_cost_row_is_its_system_at_the_paper_size_for_fixed_epochs():
     path = repo_root() / "params.yaml"
     cfg = from_data(yaml.safe_load(path.read_text()))
-    row, system = next(iter(cfg.hoca_cost.rows.items()))
+    cost = HOCA.study(cfg, "cost")
+    row, system = next(iter(cost.rows.items()))
     config = hoca_cost.row_config(cfg, path, row)
     measured, original = config.systems()[row], config.systems()[system]
-    assert measured.train.batch_size == cfg.hoca_cost.batch_size
-    assert measured.train.max_epochs == cfg.hoca_cost.epochs and measured.train.patience == 0
-    assert config.model_of(row).model_args == {**original.model_args, **cfg.hoca_cost.model_args}
+    assert measured.train.batch_size == cost.batch_size
+    assert measured.train.max_epochs == cost.epochs and measured.train.patience == 0
+    assert config.model_of(row).model_args == {**original.model_args, **cost.model_args}
     assert measured.inputs == original.inputs and measured.vocabulary == original.vocabulary
 
 

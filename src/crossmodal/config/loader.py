@@ -27,11 +27,10 @@ from ..io import InputError, load_yaml
 from .compute import ComputeConfig, EvaluationConfig, RuntimeConfig
 from .data import CaptionsConfig, DatasetConfig, GroundingConfig, VqaConfig, WorldConfig
 from .features import AttributesConfig, BackboneConfig, GridConfig, RegionsConfig, VideoConfig, WordVectorsConfig
-from .reports import HocaCostConfig, HocaFiguresConfig
 from .training import EnsembleConfig, PaperConfig, SystemConfig, TrainConfig
 
 PROFILES = ("synthetic", "real")
-PAPERS = ("baselines", "aoanet", "xlan", "eta", "hoca", "ban")  # baselines: systems several papers' tables share
+PAPERS_DIR = Path(__file__).resolve().parents[1] / "papers"  # a folder with a paper.py per paper (papers/__init__.py)
 PAPER_KEY = "paper"  # a block of paper-scale overrides, applied under `profile: real` (apply_profile)
 MODEL_KEYS = ("model", "vocabulary", "inputs", "model_args", "beam_size")  # an scst system takes these from its `init`
 ENTRY_KINDS = ("systems", "recipes")  # the entries `of` may name; recipes train nothing
@@ -111,7 +110,7 @@ def _check_keys(cls: type, data: Any, where: str) -> None:
 
 @dataclass(frozen=True)
 class Config:
-    """The root of params.yaml: one field per section (the section modules' dataclasses), one per paper; made, it
+    """The root of params.yaml: one field per section (the section modules' dataclasses), and the papers'; made, it
     holds every paper's systems resolved along their `of:` chains, seed copies included (`systems`, `where`,
     `sources`), and checks what no single section can (names, inits, vocabularies, ensembles)."""
 
@@ -128,47 +127,44 @@ class Config:
     word2vec: WordVectorsConfig = field(default_factory=lambda: WordVectorsConfig(
         file="GoogleNews-vectors-negative300.bin"))
     video: VideoConfig = field(default_factory=VideoConfig)
-    hoca_figures: HocaFiguresConfig = field(default_factory=HocaFiguresConfig)
-    hoca_cost: HocaCostConfig = field(default_factory=HocaCostConfig)
     vocabularies: dict[str, CaptionsConfig] = field(default_factory=lambda: {"min5": CaptionsConfig()})
     evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
     compute: ComputeConfig = field(default_factory=ComputeConfig)
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
     recipes: dict[str, dict] = field(default_factory=dict)  # recipes several papers share: abstract, train nothing
-    baselines: PaperConfig = field(default_factory=PaperConfig)
-    aoanet: PaperConfig = field(default_factory=PaperConfig)
-    xlan: PaperConfig = field(default_factory=PaperConfig)
-    eta: PaperConfig = field(default_factory=PaperConfig)
-    hoca: PaperConfig = field(default_factory=PaperConfig)
-    ban: PaperConfig = field(default_factory=PaperConfig)
+    papers: dict[str, PaperConfig] = field(default_factory=dict, metadata={"flat": True})  # params.yaml's paper
+    # sections, in its order: each a top-level key named as its package (`paper_names`; `from_data` gathers them)
 
     def __post_init__(self) -> None:
         if self.profile not in PROFILES:
             raise ValueError(f"profile must be one of {', '.join(PROFILES)}, not {self.profile!r}")
         recipes = {f"recipes.{n}": e for n, e in self.recipes.items()}
-        recipes.update({f"{p}.recipes.{n}": e for p in PAPERS for n, e in self.paper(p).recipes.items()})
+        recipes.update({f"{p}.recipes.{n}": e for p, section in self.papers.items()
+                        for n, e in section.recipes.items()})
         for where, entry in recipes.items():
             if isinstance(entry, dict) and SEEDS_KEY in entry:
                 raise ValueError(f"'{where}.{SEEDS_KEY}': a recipe trains nothing to seed")
         copies: set[str] = set()
-        for paper in PAPERS:
-            systems, made = expand_seeds(paper, self.paper(paper).systems)
-            object.__setattr__(self, paper, dataclasses.replace(self.paper(paper), systems=systems))
+        papers = {}
+        for paper, section in self.papers.items():
+            systems, made = expand_seeds(paper, section.systems)
+            papers[paper] = dataclasses.replace(section, systems=systems)
             copies |= made
+        object.__setattr__(self, "papers", papers)
         object.__setattr__(self, "_copies", copies)
         seen: dict[str, str] = {name: f"recipes.{name}" for name in self.recipes}
-        for paper in PAPERS:
+        for paper, section in self.papers.items():
             for kind in (*ENTRY_KINDS, "ensembles"):
-                for name in getattr(self.paper(paper), kind):
+                for name in getattr(section, kind):
                     if name in seen:
                         raise ValueError(f"'{paper}.{kind}.{name}' reuses the name of '{seen[name]}'; metrics files "
                                          "would collide")
                     seen[name] = f"{paper}.{kind}.{name}"
         object.__setattr__(self, "_where", seen)
         raw = dict(self.recipes)
-        for paper in PAPERS:
+        for section in self.papers.values():
             for kind in ENTRY_KINDS:
-                raw.update(getattr(self.paper(paper), kind))
+                raw.update(getattr(section, kind))
         object.__setattr__(self, "_raw", raw)  # every entry `of` may name: the systems and the recipes
         object.__setattr__(self, "_merged", {})  # name -> its layers (never mutated once made)
         for name in raw:  # bases first, so that a mistake is reported at the entry that makes it
@@ -211,7 +207,8 @@ class Config:
     # ---- systems and their derivation
 
     def paper(self, name: str) -> PaperConfig:
-        return getattr(self, name)
+        """A paper's section; an empty one for a paper params.yaml does not state."""
+        return self.papers.get(name, PaperConfig())
 
     def is_recipe(self, name: str) -> bool:
         return self.where(name).split(".")[-2] == "recipes"
@@ -323,12 +320,13 @@ class Config:
         return dict(self._systems)
 
     def ensembles(self) -> dict[str, EnsembleConfig]:
-        return {name: e for paper in PAPERS for name, e in self.paper(paper).ensembles.items()}
+        return {name: e for section in self.papers.values() for name, e in section.ensembles.items()}
 
     def measured_rows(self) -> dict[str, str]:
         """Table rows that a paper's study stage measures instead of a training stage (row -> the system it
-        measures), each its own seed group of one: HOCA's Table 3 (`hoca_cost.rows`, stage hoca_cost)."""
-        return dict(self.hoca_cost.rows)
+        measures), each its own seed group of one: the `rows` of a study section (`<paper>.studies.<study>.rows`)."""
+        return {row: system for section in self.papers.values() for study in section.studies.values()
+                if isinstance(study, dict) for row, system in (study.get("rows") or {}).items()}
 
     def model_name(self, name: str) -> str:
         """The cross-entropy system whose network `name` trains (itself) or continues (its `init`)."""
@@ -387,7 +385,7 @@ def _convert(value: Any, tp: Any, where: str) -> Any:
         args = typing.get_args(tp)
         if not args:
             return dict(value)
-        return {k: _convert(v, args[1], f"{where}.{k}") for k, v in value.items()}
+        return {k: _convert(v, args[1], f"{where}.{k}" if where else str(k)) for k, v in value.items()}
     if origin is tuple:
         if not isinstance(value, (list, tuple)):
             raise InputError(f"params.yaml: '{where}' must be a list, got {type(value).__name__}")
@@ -435,7 +433,8 @@ def build(cls: type, data: Any, where: str = "") -> Any:
         path = f"{where}.{key}" if where else str(key)
         if key not in fields:
             raise InputError(f"params.yaml: unknown key '{path}'{_hint(cls, str(key), where, list(fields))}")
-        kwargs[key] = _convert(value, hints[key], path)
+        kwargs[key] = _convert(value, hints[key], "" if fields[key].metadata.get("flat") else path)  # a flat
+        # field's entries are top-level keys of their own (Config.papers)
     missing = [
         name for name, f in fields.items()
         if name not in kwargs and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
@@ -512,19 +511,48 @@ def load(path: str | os.PathLike | None = None) -> Config:
     return from_data(data)
 
 
+def paper_names() -> tuple[str, ...]:
+    """The papers' params sections: the folders of crossmodal/papers/ that hold a paper.py (found by their files,
+    not imported: a paper's package sits above this loader)."""
+    return tuple(sorted(path.parent.name for path in PAPERS_DIR.glob("*/paper.py")))
+
+
+def unknown_key(path: str, key: str, allowed: list[str]) -> InputError:
+    """The error for an unknown key at `path` whose section allows `allowed`."""
+    return InputError(f"params.yaml: unknown key '{path}'{_suggest(key, allowed)}")
+
+
+def _root_keys(data: dict, papers: tuple[str, ...]) -> None:
+    """Fail on an unknown top-level key, naming the nearest section or paper; a key `<paper>_<section>` is a paper's
+    own section, which lives at `<paper>.studies.<section>` (the papers' packages define them)."""
+    allowed = [f.name for f in dataclasses.fields(Config) if f.name != "papers"] + list(papers)
+    for key in data:
+        if key in allowed:
+            continue
+        paper = next((p for p in papers if str(key).startswith(p + "_")), None)
+        if paper is not None:
+            raise InputError(f"params.yaml: unknown key '{key}' (did you mean '{paper}.studies."
+                             f"{str(key)[len(paper) + 1:]}'? a paper's own sections moved there)")
+        raise unknown_key(str(key), str(key), allowed)
+
+
 def from_data(data: Any) -> Config:
     """The config of a parsed params.yaml tree (not modified)."""
     if isinstance(data, dict):
+        names = paper_names()
+        _root_keys(data, names)
         # entries' paper blocks merge along `of` chains (Config._layers), not where they stand
-        data = {k: dict(v) if k in PAPERS and isinstance(v, dict) else v for k, v in data.items()}
+        data = {k: dict(v) if k in names and isinstance(v, dict) else v for k, v in data.items()}
         entries = {(paper, kind): section.pop(kind) for paper, section in data.items()
-                   if paper in PAPERS and isinstance(section, dict) for kind in ENTRY_KINDS if kind in section}
+                   if paper in names and isinstance(section, dict) for kind in ENTRY_KINDS if kind in section}
         recipes = data.pop("recipes", None)
         data = apply_profile(data, data.get("profile") == "real")
         for (paper, kind), values in entries.items():
             data[paper][kind] = values
         if recipes is not None:
             data["recipes"] = recipes
+        data = {**{k: v for k, v in data.items() if k not in names},
+                "papers": {k: v for k, v in data.items() if k in names}}
     return build(Config, data)
 
 

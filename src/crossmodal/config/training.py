@@ -154,10 +154,13 @@ class EnsembleConfig:
 @dataclass(frozen=True)
 class PaperConfig:
     """One paper's section: the systems it trains, in the order its tables list them; the recipes only its own
-    systems share; its ensembles; and the transcribed tables (reports/paper_tables/<id>.yaml) its `tables` stage
-    builds."""
+    systems share; its ensembles; the transcribed tables (papers/<paper>/tables/<id>.yaml) its `tables` stage
+    builds; and its own sections (`studies`)."""
 
     systems: dict[str, dict] = field(default_factory=dict)  # raw entries; resolved by `Config.systems`
     recipes: dict[str, dict] = field(default_factory=dict)  # this paper's shared recipes (`Config.recipes`)
     ensembles: dict[str, EnsembleConfig] = field(default_factory=dict)
     tables: tuple[str, ...] = ()
+    studies: dict[str, dict] = field(default_factory=dict)  # the paper's own sections, whose schemas its package
+    # defines and checks (papers/<paper>/paper.py `studies`); a study's `rows` (row -> system) are table rows it
+    # measures instead of training them (`Config.measured_rows`)

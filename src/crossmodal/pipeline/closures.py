@@ -26,9 +26,11 @@ def key(stage_module: str, *by_name: str) -> str:
 
 
 def roots(closure_key: str) -> list[str]:
+    """The modules a closure starts from. A stage module is one of `crossmodal/stages/` (`train`) or, dotted, of a
+    paper's package (`papers.hoca.commands.hoca_cost`), as cli.py names it."""
     stage_module, *by_name = closure_key.split("+")
-    return ["crossmodal.__main__", "crossmodal.cli", f"crossmodal.stages.{stage_module}",
-            *(f"crossmodal.{m}" for m in by_name)]
+    stage = f"crossmodal.{stage_module}" if "." in stage_module else f"crossmodal.stages.{stage_module}"
+    return ["crossmodal.__main__", "crossmodal.cli", stage, *(f"crossmodal.{m}" for m in by_name)]
 
 
 def _module_file(module: str) -> Path | None:
@@ -49,13 +51,25 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+def _imports_each(tree: ast.Module) -> list[str]:
+    """The modules a module imports by name from a folder scan, as its literal `IMPORTS_EACH` (a glob of files under
+    the package, e.g. every paper's record: papers/registry.py) says."""
+    for node in tree.body:
+        named = isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "IMPORTS_EACH"
+                                                     for t in node.targets)
+        if named:
+            return [_module_name(p) for p in sorted(PACKAGE.glob(ast.literal_eval(node.value)))]
+    return []
+
+
 @lru_cache(maxsize=None)
 def _imports(path: Path) -> frozenset[str]:
-    """The `crossmodal` modules one file imports anywhere in its body."""
+    """The `crossmodal` modules one file imports anywhere in its body (and by name, `_imports_each`)."""
     module = _module_name(path)
     package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    tree = ast.parse(path.read_text(), str(path))
+    found: set[str] = set(_imports_each(tree))
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):

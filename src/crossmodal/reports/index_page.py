@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import textwrap
 from pathlib import Path
-from typing import Protocol, Sequence
+from typing import Mapping, Protocol, Sequence
 
 from crossmodal.io import InputError, read_json, write_text
 from crossmodal.reports.results import Results, fmt, md_row
@@ -106,10 +106,6 @@ INDEX_TASKS = {"captioning": ("Captioning", [("BLEU-4", "B@4"), ("METEOR", "METE
 
 # ---------------------------------------------------------------- the status of the papers
 
-# The five papers, in the order the README's status table lists them: params.yaml section -> the reader's name.
-STATUS_PAPERS = {"xlan": "X-LAN / X-Transformer", "eta": "ETA-Transformer", "aoanet": "AoANet",
-                 "hoca": "HOCA / Low-Rank HOCA", "ban": "BAN"}
-SHARED_SECTION = "baselines"  # systems whose rows several papers' tables share
 STATUS_BEGIN = "<!-- status:begin (generated from reports/: python scripts/readme_status.py) -->"
 STATUS_END = "<!-- status:end -->"
 SUMMARY_BEGIN = "<!-- summary:begin (generated from reports/: python scripts/readme_status.py) -->"  # the claims in
@@ -128,9 +124,11 @@ def _table_labels(labels: list[str]) -> str:
     return ", ".join(labels)
 
 
-def build_status(summaries: dict[str, Path], systems: dict[str, str], ensembles: dict[str, str],
-                 metrics_dir: Path, claims: Verdicts, seeds: dict[str, tuple[str, ...]] | None = None) -> str:
-    """The status table of the papers (Markdown, with its notes): per paper of STATUS_PAPERS, the tables
+def build_status(titles: Mapping[str, str], summaries: dict[str, Path], systems: dict[str, str],
+                 ensembles: dict[str, str], metrics_dir: Path, claims: Verdicts,
+                 seeds: dict[str, tuple[str, ...]] | None = None) -> str:
+    """The status table of the papers (Markdown, with its notes): per paper of `titles` ({paper: its name in the
+    table}, in the table's order; a section not there, the shared baselines, is counted in a note), the tables
     transcribed (`summaries`: {paper: its <paper>.summary.json}, papers without tables left out), the systems
     ({name: paper}) and ensembles trained (those with a metrics file in `metrics_dir`), the rows of its tables
     by kind; then, in a second table, its tables' claims by outcome on the claims page (`claims.tally`). `seeds`
@@ -145,7 +143,7 @@ def build_status(summaries: dict[str, Path], systems: dict[str, str], ensembles:
         done = sum((metrics_dir / f"{n}.json").is_file() for n in names)
         return str(done) if done == len(names) else f"{done} of {len(names)}"
 
-    for paper, name in STATUS_PAPERS.items():
+    for paper, name in titles.items():
         own = [s for s, p in systems.items() if p == paper]
         combined = [e for e, p in ensembles.items() if p == paper]
         runs = [trained(own) + (f" + {trained(combined)} ensembles" if combined else ""),
@@ -159,7 +157,7 @@ def build_status(summaries: dict[str, Path], systems: dict[str, str], ensembles:
         lines.append(md_row([name, f"{len(entries)}: " + _table_labels([e["table"] for e in entries]), *runs,
                              *(str(counts[kind]) for kind in KINDS)]))
     lines += ["", *tallies, "", ROWS_NOTE]
-    shared = [s for s, p in {**systems, **ensembles}.items() if p == SHARED_SECTION]
+    shared = [s for s, p in {**systems, **ensembles}.items() if p not in titles]
     if shared:
         named, seen = [], set()
         for name in shared:  # a seed copy is named by the first of its group

@@ -36,7 +36,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from crossmodal import paths
-from crossmodal.config.loader import PAPERS, origin_root
+from crossmodal.config.loader import origin_root
 from crossmodal.reports.claims import seed_groups
 from crossmodal.reports.table_schema import load_tables
 from crossmodal.tracking import tracking_uri
@@ -74,8 +74,8 @@ def run_tags(cfg) -> dict[str, dict[str, str | None]]:
     systems, ensembles = cfg.systems(), cfg.ensembles()
     names = [*systems, *ensembles]
     rows: dict[str, list[tuple[str, str, str]]] = {name: [] for name in names}  # name -> [(paper, table id, label)]
-    for paper in PAPERS:
-        for table in load_tables(list(cfg.paper(paper).tables)):
+    for paper, section in cfg.papers.items():
+        for table in load_tables(list(section.tables), paths.paper_tables(paper)):
             for row in table.rows:
                 for system in dict.fromkeys(row.variants()):
                     if system in rows:

@@ -26,7 +26,7 @@ from pathlib import Path
 from crossmodal import paths
 from crossmodal.io import InputError, read_json, write_json, write_text
 from crossmodal.reports.results import Results, decimals_of, fmt, md_row, profile_line
-from crossmodal.reports.table_schema import (PAPER_TABLES, Column, PaperTable, Row, expect_mapping, expect_number,
+from crossmodal.reports.table_schema import (Column, PaperTable, Row, expect_mapping, expect_number,
                                              expect_text, load_tables)
 
 REFERENCE_LABELS = {"constant_caption": "Constant caption", "human_ceiling": "Human ceiling"}
@@ -327,8 +327,7 @@ def _not_trained(row: Row, label: str, registered: set[str], short: dict[str, st
 
 
 def build_paper(paper: str, table_ids: list[str], metrics_dir: Path, registered_variants: set[str],
-                out_dir: Path, tables_dir: Path = PAPER_TABLES,
-                seeds: dict[str, tuple[str, ...]] | None = None) -> list[Path]:
+                out_dir: Path, tables_dir: Path, seeds: dict[str, tuple[str, ...]] | None = None) -> list[Path]:
     """Write `<id>.md` and `<id>.csv` for each of a paper's tables and `<paper>.summary.json` (what the index
     lists); return the paths written. Every table is checked before anything is written."""
     built = [(t, build_table(t, metrics_dir, registered_variants, seeds))

@@ -1,7 +1,7 @@
 """The paper tables as data: the schema of a transcribed table and its strict loader.
 
-Each results table of a paper is transcribed once into `reports/paper_tables/<id>.yaml` (this package's
-`paper_tables/`). Keeping the paper's numbers as data, not code, lets this loader check the transcription strictly
+Each results table of a paper is transcribed once into `<id>.yaml` in its paper's folder (`papers/<paper>/tables/`,
+`paths.paper_tables`). Keeping the paper's numbers as data, not code, lets this loader check the transcription strictly
 and lets one small builder (table_builder.py) render every table the same honest way.
 
 YAML format (every key below is the complete set; anything else is an error)::
@@ -414,16 +414,13 @@ def _paper_value(system: str, metric: str, rows: list[Row], columns: list[Column
     return row.values[col.id], col.scale
 
 
-PAPER_TABLES = Path(__file__).parent / "paper_tables"
-
-
-def table_file(table_id: str, directory: Path = PAPER_TABLES) -> Path:
-    """The transcription of table `table_id` (by default this package's paper_tables/<id>.yaml)."""
+def table_file(table_id: str, directory: Path) -> Path:
+    """The transcription of table `table_id` in `directory` (a paper's: `paths.paper_tables(paper)`)."""
     return directory / f"{table_id}.yaml"
 
 
-def load_tables(table_ids: list[str], directory: Path = PAPER_TABLES) -> list[PaperTable]:
-    """The transcribed tables `table_ids`, in that order."""
+def load_tables(table_ids: list[str], directory: Path) -> list[PaperTable]:
+    """The transcribed tables `table_ids` of `directory` (a paper's: `paths.paper_tables(paper)`), in that order."""
     missing = [t for t in table_ids if not table_file(t, directory).is_file()]
     if missing:
         known = sorted(p.stem for p in directory.glob("*.yaml"))

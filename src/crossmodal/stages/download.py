@@ -11,7 +11,7 @@ from pathlib import Path
 from .. import paths
 from ..config.loader import origin_root
 from ..io import InputError, write_json
-from .common import progress, real
+from ..stage_common import progress, real
 
 ARGUMENTS = {"--dataset": "a key of `datasets` in params.yaml"}
 

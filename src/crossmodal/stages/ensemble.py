@@ -6,7 +6,7 @@ from pathlib import Path
 
 from .. import paths
 from ..io import InputError, write_json
-from .common import record_environment, set_threads
+from ..stage_common import record_environment, set_threads
 
 ARGUMENTS = {"--name": "a key of `<paper>.ensembles` in params.yaml"}
 

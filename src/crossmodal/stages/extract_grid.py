@@ -8,7 +8,7 @@ from pathlib import Path
 
 from .. import paths
 from ..pipeline import manifests
-from .common import progress, real, set_threads, split_file
+from ..stage_common import progress, real, set_threads, split_file
 
 
 def run(cfg, root: Path, args) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from .. import paths
 from ..pipeline import manifests
-from .common import progress, real, set_threads
+from ..stage_common import progress, real, set_threads
 
 ARGUMENTS = {"--grounding": "the dataset whose TSVs (Flickr30k's images) join COCO's under profile real"}
 OPTIONAL = ("--grounding",)

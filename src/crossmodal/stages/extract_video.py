@@ -25,7 +25,7 @@ from ..config.data import VIDEO_DATASETS
 from ..config.features import VIDEO_MODALITIES
 from ..io import InputError, write_json
 from ..pipeline import manifests
-from .common import progress, real, record_environment, set_threads
+from ..stage_common import progress, real, record_environment, set_threads
 
 USER_FEATURES = paths.VIDEO_FEATURES  # real profile: <dataset>/<modality>.h5 in data/video.py's layout
 

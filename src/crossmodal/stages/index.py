@@ -14,24 +14,29 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import paths
-from ..config.loader import PAPERS, origin_root
+from ..config.loader import origin_root
 from ..io import write_json, write_text
+from ..papers.registry import papers
 from ..reports.claims import (CLAIMS, CLAIMS_JSON, SPREAD, ClaimsPage, Systems, build_claims, cross_cpu_spread,
                                seed_groups)
 from ..reports.attention import caption, write_attention_figures
-from ..reports.hoca_captions import CAPTIONS as HOCA_CAPTIONS
 from ..reports.figures import FIGURES, PLOTS, figure_index_lines, write_figures
 from ..reports.runs import tag_runs
-from ..reports.index_page import STATUS_PAPERS, build_index, build_status
+from ..reports.index_page import build_index, build_status
 from ..reports.table_builder import summary_name
 from ..reports.table_schema import load_tables
 
 FIGURE_CACHE = Path("data/cache/figures")  # the curve PNGs this stage drew last (reports/figures.py)
 
 
+def titles() -> dict[str, str]:
+    """{paper: its name in the status table}, in the table's order (papers/<paper>/paper.py)."""
+    return {name: record.title for name, record in papers().items() if record.title}
+
+
 def summaries(cfg, root: Path) -> dict[str, Path]:
     """{paper: its tables' summary file}, for every paper with transcribed tables."""
-    return {paper: root / paths.TABLES / summary_name(paper) for paper in PAPERS if cfg.paper(paper).tables}
+    return {paper: root / paths.TABLES / summary_name(paper) for paper, section in cfg.papers.items() if section.tables}
 
 
 def status(cfg, root: Path, page: ClaimsPage | None = None) -> str:
@@ -39,16 +44,17 @@ def status(cfg, root: Path, page: ClaimsPage | None = None) -> str:
     here from them when not given; scripts/readme_status.py)."""
     systems = {name: cfg.paper_of(name) for name in cfg.systems()}
     ensembles = {name: cfg.paper_of(name) for name in cfg.ensembles()}
-    return build_status(summaries(cfg, root), systems, ensembles, root / paths.METRICS, page or claims(cfg, root),
-                        seed_groups(cfg))
+    return build_status(titles(), summaries(cfg, root), systems, ensembles, root / paths.METRICS,
+                        page or claims(cfg, root), seed_groups(cfg))
 
 
 def claims(cfg, root: Path) -> ClaimsPage:
     """The claims page: every paper's transcribed claims judged on the committed metrics, with the cross-CPU spread of
     benchmarks/results/spread.json."""
-    papers = {paper: load_tables(list(cfg.paper(paper).tables)) for paper in PAPERS if cfg.paper(paper).tables}
+    tables = {paper: load_tables(list(section.tables), paths.paper_tables(paper))
+              for paper, section in cfg.papers.items() if section.tables}
     spread_md = SPREAD.with_suffix(".md").as_posix()  # its readable form, linked from reports/claims.md
-    return build_claims(papers, Systems.of(cfg), root / paths.METRICS, cross_cpu_spread(root / SPREAD),
+    return build_claims(tables, Systems.of(cfg), root / paths.METRICS, cross_cpu_spread(root / SPREAD),
                         f"[{spread_md}](../{spread_md})")
 
 
@@ -56,15 +62,18 @@ def figures(cfg, root: Path) -> list[str]:
     """Every trained system's training-curve PNG and `dvc plots` file, every paper's overview (reports/figures.py)
     and attention figure (reports/attention.py); returns the index's section that lists them."""
     owners = {name: cfg.paper_of(name) for name in cfg.systems()}
-    papers = {paper: [n for n, owner in owners.items() if owner == paper] for paper in dict.fromkeys(owners.values())}
+    trained = {paper: [n for n, owner in owners.items() if owner == paper] for paper in dict.fromkeys(owners.values())}
+    names, records = titles(), papers()
     origin = origin_root()  # a queued experiment's copy shares its repository's cache and leaves it unpruned
-    written = write_figures(root / paths.METRICS, root / FIGURES, papers, root / PLOTS, seed_groups(cfg),
-                            STATUS_PAPERS, cache=origin / FIGURE_CACHE, prune_cache=origin.resolve() == root.resolve())
-    attention = write_attention_figures(cfg, root, root / FIGURES, STATUS_PAPERS)
-    drawn = {"hoca": [(label, root / path) for label, path in paths.HOCA_FIGURE_FILES.items()
-                      if cfg.hoca_figures.full and (root / path).is_file()]}  # the stage hoca_figures draws them
-    captions = {**{path.name: caption(paper) for paper, path in attention.items()}, **HOCA_CAPTIONS}
-    return figure_index_lines(written, root / paths.INDEX, STATUS_PAPERS, root / PLOTS, attention,
+    written = write_figures(root / paths.METRICS, root / FIGURES, trained, root / PLOTS, seed_groups(cfg),
+                            names, cache=origin / FIGURE_CACHE, prune_cache=origin.resolve() == root.resolve())
+    attention = write_attention_figures(cfg, root, root / FIGURES, names)
+    drawn = {name: [(label, root / path) for label, path in record.figures(cfg).items() if (root / path).is_file()]
+             for name, record in records.items() if record.figures}  # what the papers' own stages draw
+    captions = {path.name: caption(paper) for paper, path in attention.items()}
+    for record in records.values():
+        captions.update(record.captions)
+    return figure_index_lines(written, root / paths.INDEX, names, root / PLOTS, attention,
                               {paper: files for paper, files in drawn.items() if files}, captions)
 
 

@@ -12,7 +12,7 @@ from ..data.captions import preprocess
 from ..data.coco import read_coco_captions
 from ..data.karpathy import read_karpathy
 from ..pipeline import manifests
-from .common import real, split_file
+from ..stage_common import real, split_file
 
 
 def run(cfg, root: Path, args) -> None:

@@ -45,7 +45,7 @@ from .. import paths
 from ..data.flickr30k_entities import ENTITY_TYPES, EntityPhrase, EntityRelease, check_splits, phrase_status
 from ..io import InputError, atomic_path, write_json
 from ..pipeline import manifests
-from .common import real
+from ..stage_common import real
 
 SPLITS = ("train", "val", "test")
 PAD, UNK = 0, 1

@@ -14,7 +14,7 @@ from pathlib import Path
 from .. import paths
 from ..config.data import VIDEO_DATASETS
 from ..io import InputError
-from .common import real
+from ..stage_common import real
 
 
 def dataset_files(cfg, root: Path, dataset: str) -> Path:

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from .. import paths
-from .common import real
+from ..stage_common import real
 
 
 def run(cfg, root: Path, args) -> None:

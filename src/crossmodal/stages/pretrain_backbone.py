@@ -8,7 +8,7 @@ from .. import paths
 from ..config.loader import flatten
 from ..io import save_torch, write_json
 from ..pipeline import manifests
-from .common import progress, real, record_environment, set_threads, skipped_under_real_profile
+from ..stage_common import progress, real, record_environment, set_threads, skipped_under_real_profile
 
 
 def run(cfg, root: Path, args) -> None:

@@ -11,7 +11,7 @@ from ..io import write_json
 from ..metrics.captions import evaluate_captions
 from ..metrics.reference_points import best_constant_caption, human_ceiling
 from ..pipeline import manifests
-from .common import real, record_environment, split_file
+from ..stage_common import real, record_environment, split_file
 
 
 def run(cfg, root: Path, args) -> None:

@@ -8,7 +8,7 @@ from ..config.data import REAL_DATA
 from ..config.loader import to_dict
 from ..io import atomic_path, write_json
 from ..pipeline import manifests
-from .common import progress, real, record_environment, skipped_under_real_profile
+from ..stage_common import progress, real, record_environment, skipped_under_real_profile
 
 
 def run(cfg, root: Path, args) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 from .. import paths
 from ..config.loader import to_dict
 from ..pipeline import manifests
-from .common import write_task_world
+from ..stage_common import write_task_world
 
 
 def run(cfg, root: Path, args) -> None:

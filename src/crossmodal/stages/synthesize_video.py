@@ -11,7 +11,7 @@ from .. import paths
 from ..config.data import VIDEO_DATASETS
 from ..io import atomic_path, write_json
 from ..pipeline import manifests
-from .common import progress, real, record_environment, skipped_under_real_profile
+from ..stage_common import progress, real, record_environment, skipped_under_real_profile
 
 PROFILE = paths.METRICS / "video_profile.json"
 

@@ -17,12 +17,10 @@ OPTIONAL = ("--systems",)
 
 
 def run(cfg, root: Path, args) -> None:
-    from ..config.loader import PAPERS
-
-    if args.paper not in PAPERS:
-        raise InputError(f"unknown paper {args.paper!r}; one of {', '.join(PAPERS)}")
+    if args.paper not in cfg.papers:
+        raise InputError(f"unknown paper {args.paper!r}; params.yaml has {', '.join(cfg.papers)}")
     groups = seed_groups(cfg)
     systems = {s for name in args.systems.split(",") if name for s in groups.get(name, (name,))}  # with their seeds
     for path in build_paper(args.paper, list(cfg.paper(args.paper).tables), root / paths.METRICS, systems,
-                            root / paths.TABLES, seeds=groups):
+                            root / paths.TABLES, paths.paper_tables(args.paper), seeds=groups):
         print(path)

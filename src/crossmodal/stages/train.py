@@ -8,7 +8,7 @@ from pathlib import Path
 from .. import paths
 from ..config.loader import flatten
 from ..io import InputError, write_json
-from .common import progress, record_environment, set_threads
+from ..stage_common import progress, record_environment, set_threads
 
 ARGUMENTS = {"--system": "a key of `<paper>.systems` in params.yaml"}
 

@@ -11,7 +11,7 @@ from .. import paths
 from ..config.loader import flatten
 from ..io import write_json
 from ..pipeline import manifests
-from .common import progress, real, record_environment, set_threads, split_file
+from ..stage_common import progress, real, record_environment, set_threads, split_file
 
 
 def run(cfg, root: Path, args) -> None:

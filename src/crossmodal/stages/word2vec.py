@@ -10,7 +10,7 @@ from pathlib import Path
 from .. import paths
 from ..config.data import VIDEO_DATASETS
 from ..io import InputError
-from .common import real
+from ..stage_common import real
 
 
 def training_text(cfg, root: Path) -> list[list[str]]:

@@ -11,7 +11,7 @@ from pathlib import Path
 from .. import paths
 from ..io import InputError
 from ..pipeline import manifests
-from .common import real
+from ..stage_common import real
 
 
 def tasks(cfg) -> set[str]:

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from crossmodal.config.loader import Config, build
+from crossmodal.config.loader import Config, build, from_data
 from crossmodal.data.inputs import Padded
 from crossmodal.decoding.search import beam_search, greedy_decode
 from crossmodal.io import InputError
@@ -151,7 +151,7 @@ def test_one_beam_update_raises_the_probability_of_the_higher_reward_beam():
 
 def _config(**systems) -> Config:
     base = {"model": "updown", "vocabulary": "min5"}
-    return build(Config, {"vocabularies": {"min5": {}}, "aoanet": {"systems": {"base": base, **systems}}})
+    return from_data({"vocabularies": {"min5": {}}, "aoanet": {"systems": {"base": base, **systems}}})
 
 
 def test_scst_config_must_continue_a_declared_cross_entropy_system():

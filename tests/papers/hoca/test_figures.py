@@ -1,4 +1,4 @@
-"""The Low-Rank HOCA paper's figures (reports/hoca_figures.py, stages/hoca_figures.py): Figs. 5 and 6 draw the values
+"""The Low-Rank HOCA paper's figures (papers/hoca/figures.py, commands/hoca_figures.py): Figs. 5 and 6 draw the values
 of the metrics files (x100) and render the same bytes twice, without metadata; Fig. 7's β is the hierarchical
 fusion's output at each greedy step (a distribution over the three modalities), for the words greedy decoding gives,
 with the model's forward restored afterwards; the stage writes the three PNGs from trained-system files. Tiny
@@ -25,9 +25,9 @@ from crossmodal.decoding.search import greedy_decode
 from crossmodal.io import InputError, save_torch, write_json
 from crossmodal.models.hoca import MODALITIES, HOCAArgs, LowRankHOCACaptioner
 from crossmodal.modules.hoca import HierarchicalFusion, HOCAAttentionFusion
+from crossmodal.papers.hoca import figures as figs
+from crossmodal.papers.hoca.commands import hoca_figures as stage
 from crossmodal.reports import claims
-from crossmodal.reports import hoca_figures as figs
-from crossmodal.stages import hoca_figures as stage
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -304,7 +304,7 @@ def seeds(monkeypatch):
 
 def test_the_stage_writes_the_three_figures_from_trained_systems(tmp_path, capsys, seeds):
     commands = cli.stage_commands()
-    assert commands["hoca-figures"][0] == "hoca_figures"
+    assert commands["hoca-figures"][0] == "papers.hoca.commands.hoca_figures"  # found in the paper's package
     assert set(commands["hoca-figures"][1]) == {"--out", "--ranks", "--full", "--curves", "--maf"}
     cfg = fake_cfg()
     write_trained_files(tmp_path, cfg)

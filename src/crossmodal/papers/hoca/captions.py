@@ -1,4 +1,4 @@
-"""The index's caption of each of HOCA's figures (reports/hoca_figures.py draws them): what it shows and what not.
+"""HOCA's figure files and the index's caption of each (figures.py draws them): what it shows and what not.
 
 A module of its own so that the `index` stage, which prints the captions, does not import the figures' code and
 what that imports (the video features' readers): a stage's code closure is every module it may import
@@ -6,9 +6,13 @@ what that imports (the video features' readers): a stage's code closure is every
 """
 from __future__ import annotations
 
-from .. import paths
+from pathlib import Path
 
-FIG5, FIG6, FIG7 = (path.name for path in paths.HOCA_FIGURE_FILES.values())
+FOLDER = Path("reports/hoca_figures")  # HOCA's Figs. 5-7 (stage hoca_figures), listed by the index
+FIGURE_FILES = {"Fig. 5: CIDEr-D by rank": FOLDER / "hoca_fig5_rank.png",
+                "Fig. 6: learning curves": FOLDER / "hoca_fig6_curves.png",
+                "Fig. 7: MAF weights": FOLDER / "hoca_fig7_maf.png"}
+FIG5, FIG6, FIG7 = (path.name for path in FIGURE_FILES.values())
 
 CAPTIONS = {  # the index's caption of each figure (reports/figures.py figure_index_lines): what it shows, what not
     FIG5: "What it shows: our test CIDEr-D (beam search) of L-HOCA-UBT at each rank k and of HOCA-UBT (the full "

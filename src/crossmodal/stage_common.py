@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..io import write_json
+from .io import write_json
 
 
 def progress(cfg) -> bool:
@@ -23,7 +23,7 @@ def set_threads(cfg) -> None:
 def record_environment(run=None, device: str = "cpu") -> dict:
     """This stage's environment block (environment.py), also set as the MLflow run's tags: what goes into its
     metrics file as `environment`. Call it after `set_threads`, once the stage's computation has run."""
-    from ..environment import describe, tags
+    from .environment import describe, tags
 
     block = describe(device)
     if run is not None:
@@ -43,7 +43,7 @@ def skipped_under_real_profile(path: Path, note: str) -> None:
 
 def split_file(cfg) -> Path:
     """The Karpathy split file of the profile: published, or the synthetic world's copy of its layout."""
-    from .. import paths
+    from . import paths
 
     return paths.KARPATHY_COCO if real(cfg) else paths.DATASET_JSON
 
@@ -54,8 +54,8 @@ def write_task_world(cfg, root: Path, out: Path, dataset: str, generate) -> None
     the published `dataset` read instead."""
     import json
 
-    from .. import paths
-    from ..io import InputError, atomic_path
+    from . import paths
+    from .io import InputError, atomic_path
 
     if real(cfg):
         with atomic_path(root / out) as tmp:

@@ -1,11 +1,11 @@
-"""Stage `hoca_figures` of the HOCA pipeline: the paper's Figs. 5-7 from our runs (reports/hoca_figures.py), three
+"""Stage `hoca_figures` of the HOCA pipeline: the paper's Figs. 5-7 from our runs (papers/hoca/figures.py), three
 PNGs in `--out`, and a JSON summary of what they show on stdout.
 
 - Fig. 5 reads the test CIDEr-D of each `--ranks` system (L-HOCA-UBT at rank k) and of `--full` (HOCA-UBT);
 - Fig. 6 the validation history of each `--curves` system;
 - both read a system's seeds too, where params.yaml trains them (`seeds: n`), and draw their mean ± sd;
 - Fig. 7 decodes the first test clip of the first `--maf` system's vocabulary with each `--maf` system (their model
-  files, vocabularies and feature sets: paths.py `maf_reads`).
+  files, vocabularies and feature sets: papers/hoca/paper.py `maf_reads`).
 
 The data each figure names comes from the vocabulary's corpus of its first system ("MSVD-like synthetic video world"
 under the synthetic profile)."""
@@ -14,9 +14,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .. import paths
-from ..io import InputError
-from .common import real, set_threads
+from .... import paths
+from ....io import InputError
+from ....stage_common import real, set_threads
 
 ARGUMENTS = {"--out": "folder of the three PNGs (reports/hoca_figures)",
              "--ranks": "Fig. 5: comma-separated rank:system pairs of L-HOCA-UBT, e.g. 1:l_hoca_ubt_msvd,2:...",
@@ -50,7 +50,7 @@ def _ranks(cfg, text: str) -> list[tuple[int, str]]:
 
 
 def _data(cfg, system: str) -> str:
-    from ..reports.hoca_figures import data_label
+    from ..figures import data_label
 
     return data_label(cfg.vocabularies[cfg.model_of(system).vocabulary].corpus, real(cfg))
 
@@ -58,13 +58,13 @@ def _data(cfg, system: str) -> str:
 def _label(cfg, system: str) -> str:
     """The legend's name of a system: the paper's model name and the system's, e.g. "HOCA-U (hoca_u_msrvtt)" (the
     system's name alone when it is not a HOCA model)."""
-    from ..config.loader import build
-    from ..reports.hoca_figures import hoca_label
+    from ....config.loader import build
+    from ..figures import hoca_label
 
     spec = cfg.model_of(system)
     if spec.model != "hoca":
         return system
-    from ..models.hoca import HOCAArgs
+    from ....models.hoca import HOCAArgs
 
     return f"{hoca_label(build(HOCAArgs, spec.model_args, f'{cfg.where(cfg.model_name(system))}.model_args'))} " \
            f"({system})"
@@ -73,14 +73,14 @@ def _label(cfg, system: str) -> str:
 def seed_files(cfg, metrics: Path):
     """A function giving a system's metrics files: its own, then its seeds' (claims.seed_groups), which Figs. 5 and 6
     draw as mean ± sd."""
-    from ..reports.claims import seed_groups
+    from ....reports.claims import seed_groups
 
     groups = seed_groups(cfg)
     return lambda system: [metrics / f"{name}.json" for name in groups.get(system, (system,))]
 
 
 def run(cfg, root: Path, args) -> None:
-    from ..reports import hoca_figures as figs
+    from .. import figures as figs
 
     ranks, full = _ranks(cfg, args.ranks), _systems(cfg, args.full, "--full")
     curves, maf = _systems(cfg, args.curves, "--curves"), _systems(cfg, args.maf, "--maf")
@@ -109,7 +109,7 @@ def summary(figs, metrics: Path, files: list[Path], ranks, full: str, labels: di
             panels) -> dict:
     """What the figures show, in numbers: Fig. 5's test CIDEr-D x100 per rank and HOCA-UBT's, Fig. 6's best epoch
     and validation CIDEr-D x100 per system, Fig. 7's clip, captions and β per word (rounded)."""
-    from ..reports.figures import read_curves
+    from ....reports.figures import read_curves
 
     scale = figs.SCALE
     best = {s: read_curves(metrics / f"{s}.json", s) for s in labels.values()}

@@ -38,11 +38,11 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from .. import paths
-from ..io import InputError, atomic_path, read_json
-from .attention import recording
-from .figures import DPI, METRIC, SCALE, Curves, draw_group, drawn, from_zero, read_curves
-from .hoca_captions import FIG5, FIG6, FIG7  # their captions live there, for the index
+from ...io import InputError, atomic_path, read_json
+from ...reports.attention import recording
+from ...reports.figures import DPI, METRIC, SCALE, Curves, draw_group, drawn, from_zero, read_curves
+from .captions import FIG5, FIG6, FIG7  # their captions live there, for the index
+from .paper import maf_reads
 
 WORLD = "synthetic video world"
 DATASET_NAMES = {"msvd": "MSVD", "msrvtt": "MSR-VTT"}  # config.data.VIDEO_DATASETS as the papers write them
@@ -233,7 +233,7 @@ def maf_weights(model, inputs, max_length: int, vocabulary: Sequence[str] | None
     without gradients; the model's mode is restored afterwards."""
     import torch
 
-    from ..decoding.search import greedy_decode
+    from ...decoding.search import greedy_decode
 
     if next(iter(inputs.values())).mask.size(0) != 1:
         raise ValueError("maf_weights decodes one clip: inputs must be a batch of one")
@@ -292,12 +292,12 @@ def load_maf(cfg, root: Path, system: str, clip: int | None = None, label: str |
     and feature sets (`cfg.model_of(system)`), decoding `clip` (None: the first item of its vocabulary's test split)
     with `cfg.evaluation.max_length` on the CPU. Returns (the clip's id, the panel); `label` defaults to the
     system's name. InputError for a missing or foreign model file, vocabulary, labels or features."""
-    from ..data.captions import load_labels, load_vocabulary
-    from ..data.feature_sets import SplitInputs, feature_dims
-    from ..models.registry import build_model, load_state, read_model_file
+    from ...data.captions import load_labels, load_vocabulary
+    from ...data.feature_sets import SplitInputs, feature_dims
+    from ...models.registry import build_model, load_state, read_model_file
 
     spec = cfg.model_of(system)
-    path, vocabulary, labels = (root / f for f in paths.maf_reads(cfg, system)[:3])
+    path, vocabulary, labels = (root / f for f in maf_reads(cfg, system)[:3])
     words = load_vocabulary(vocabulary)
     if clip is None:
         ids = load_labels(labels, "test").image_ids

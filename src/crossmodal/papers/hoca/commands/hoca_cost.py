@@ -1,9 +1,9 @@
-"""Stage `hoca_cost`: HOCA's Table 3 measured, the computing cost of whole models (params `hoca_cost`).
+"""Stage `hoca_cost`: HOCA's Table 3 measured, the computing cost of whole models (params `hoca.studies.cost`).
 
-Each row (`hoca_cost.rows`: HOCA-U, HOCA-UBT, L-HOCA-UBT on the MSR-VTT-like data) is its system with the paper's
-model size (`hoca_cost.model_args` over the system's own) and batch (`batch_size` clips), trained by the shared trainer
-for `epochs` epochs in a fresh process of its own (`--measure <row>`, so that one row's memory never counts in
-another's). Measured there:
+Each row (`hoca.studies.cost.rows`: HOCA-U, HOCA-UBT, L-HOCA-UBT on the MSR-VTT-like data) is its system with the
+paper's model size (`hoca.studies.cost.model_args` over the system's own) and batch (`batch_size` clips), trained by
+the shared trainer for `epochs` epochs in a fresh process of its own (`--measure <row>`, so that one row's memory
+never counts in another's). Measured there:
 - `train_seconds`: wall time of the training epochs (no validation, no test);
 - `space_gib`: peak memory above the process's memory just before the model was built: on the CPU the peak resident
   set (VmHWM) minus the resident set then, so the interpreter, torch and the loaded features do not count; on a GPU
@@ -21,12 +21,13 @@ import time
 from pathlib import Path
 
 
-from .. import paths
-from ..config.loader import repo_root
-from ..io import InputError, load_yaml, write_json
-from .common import progress, record_environment, set_threads
+from .... import paths
+from ....config.loader import repo_root
+from ....io import InputError, load_yaml, write_json
+from ....stage_common import progress, record_environment, set_threads
+from ..paper import PAPER
 
-ARGUMENTS = {"--measure": "one row of hoca_cost.rows, measured in this process (the stage runs each so)"}
+ARGUMENTS = {"--measure": "one row of hoca.studies.cost.rows, measured in this process (the stage runs each so)"}
 OPTIONAL = ("--measure",)
 
 
@@ -41,10 +42,10 @@ def _rss_gib(field: str) -> float:
 
 def row_config(cfg, params_path: Path, row: str):
     """The config with `row` as a system: its measured system at the paper's model size and batch, trained exactly
-    `hoca_cost.epochs` epochs (no early stopping)."""
-    from ..config.loader import from_data
+    `hoca.studies.cost.epochs` epochs (no early stopping)."""
+    from ....config.loader import from_data
 
-    cost = cfg.hoca_cost
+    cost = PAPER.study(cfg, "cost")
     system = cost.rows[row]
     data = load_yaml(params_path.read_text())
     data[cfg.paper_of(system)]["systems"][row] = {
@@ -56,7 +57,7 @@ def row_config(cfg, params_path: Path, row: str):
 def measure(cfg, root: Path, params_path: Path, row: str) -> dict:
     import torch
 
-    from ..training.trainer import Trainer
+    from ....training.trainer import Trainer
 
     set_threads(cfg)
     config = row_config(cfg, params_path, row)
@@ -70,8 +71,9 @@ def measure(cfg, root: Path, params_path: Path, row: str) -> dict:
         trainer.train_epoch(epoch)
     seconds = time.perf_counter() - start
     space = torch.cuda.max_memory_allocated(trainer.device) / 2**30 if cuda else _rss_gib("VmHWM") - before
-    return {"variant": row, "system": cfg.hoca_cost.rows[row], "test": {"space_gib": space, "train_seconds": seconds},
-            "epochs": config.systems()[row].train.max_epochs, "batch_size": cfg.hoca_cost.batch_size,
+    cost = PAPER.study(cfg, "cost")
+    return {"variant": row, "system": cost.rows[row], "test": {"space_gib": space, "train_seconds": seconds},
+            "epochs": config.systems()[row].train.max_epochs, "batch_size": cost.batch_size,
             "model_args": dict(config.model_of(row).model_args),
             "memory": "CUDA peak allocated" if cuda else "peak RSS above the RSS before the model was built",
             "environment": record_environment(None, str(trainer.device))}
@@ -79,13 +81,13 @@ def measure(cfg, root: Path, params_path: Path, row: str) -> dict:
 
 def run(cfg, root: Path, args) -> None:
     params_path = Path(args.params) if args.params else repo_root() / "params.yaml"
-    rows = cfg.hoca_cost.rows
+    rows = PAPER.study(cfg, "cost").rows
     unknown = [f"{row} -> {s}" for row, s in rows.items() if s not in cfg.systems() or row in cfg.systems()]
     if unknown:
-        raise InputError(f"hoca_cost.rows: {unknown[0]}: a row needs a new name and an existing system")
+        raise InputError(f"hoca.studies.cost.rows: {unknown[0]}: a row needs a new name and an existing system")
     if args.measure:
         if args.measure not in rows:
-            raise InputError(f"--measure: {args.measure!r} is not a row of hoca_cost.rows ({', '.join(rows)})")
+            raise InputError(f"--measure: {args.measure!r} is not a row of hoca.studies.cost.rows ({', '.join(rows)})")
         print(json.dumps(measure(cfg, root, params_path, args.measure)))
         return
     summary = {}

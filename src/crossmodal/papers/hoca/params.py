@@ -1,14 +1,13 @@
-"""The sections of the reports that study trained systems beyond the tables: HOCA's figures
-(`hoca_figures`) and its cost table (`hoca_cost`).
-"""
+"""HOCA's own params sections, under `hoca.studies` in params.yaml: its figures (`figures`) and its cost table
+(`cost`), which study trained systems beyond the tables (paper.py declares them; `Paper.study` builds them)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
-class HocaFiguresConfig:
-    """HOCA's Figs. 5-7 (stage hoca_figures, reports/hoca_figures.py): the L-HOCA-UBT systems of the rank sweep
+class FiguresConfig:
+    """HOCA's Figs. 5-7 (stage hoca_figures, figures.py): the L-HOCA-UBT systems of the rank sweep
     (each at its own `model_args.rank`) and the HOCA-UBT line beside them (`full`), the systems whose learning
     curves are drawn, and those whose MAF weights are drawn over one test caption. Each must be a HOCA system."""
 
@@ -19,7 +18,7 @@ class HocaFiguresConfig:
 
 
 @dataclass(frozen=True)
-class HocaCostConfig:
+class CostConfig:
     """HOCA's Table 3 (stage hoca_cost): each row (`rows`: row variant -> the system measured) trained for `epochs`
     epochs of `batch_size` clips with `model_args` (the paper's model size) over its system's, in a process of its
     own; its time and its peak memory above the process's memory before the model was built."""

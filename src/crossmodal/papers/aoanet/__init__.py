@@ -1,0 +1,1 @@
+"""AoANet: the paper's package (paper.py says what it holds)."""

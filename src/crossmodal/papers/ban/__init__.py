@@ -1,0 +1,1 @@
+"""BAN: the paper's package (paper.py says what it holds)."""

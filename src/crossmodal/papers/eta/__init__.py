@@ -1,0 +1,1 @@
+"""ETA-Transformer: the paper's package (paper.py says what it holds)."""

@@ -1,0 +1,1 @@
+"""Low-Rank HOCA's package (paper.py says what it holds)."""

@@ -1,0 +1,1 @@
+"""X-LAN / X-Transformer: the paper's package (paper.py says what it holds)."""
