@@ -41,6 +41,7 @@ from crossmodal.io import InputError, read_json
 from crossmodal.reports.power import N_CAP, POWER, mde, runs_to_decide
 from crossmodal.reports.results import Results, decimals_of, md_row, profile_line
 from crossmodal.reports.table_schema import Claim, PaperTable
+from crossmodal.tasks.specs import SPECS
 
 CONFIDENCE = 0.95
 # Paths here, not in paths.py: every training stage's code closure holds paths.py, and a page of the index must not
@@ -53,8 +54,7 @@ HOLDS, REVERSED, UNCLEAR, UNTESTABLE = "holds", "reversed", "undecided", "untest
 PENDING = "pending"  # a claim whose systems are not all trained yet: no verdict
 SEEDS, RECIPE, WORLD = "seeds", "recipe", "world"  # why a claim is undecided (SEEDS, RECIPE) or untestable (WORLD)
 METRIC_NAMES = {"CIDEr": "CIDEr-D"}  # our metric keys as the reader knows them
-WORLD_NAMES = {"images": "image captioning", "msvd": "video captioning, MSVD-like",
-               "msrvtt": "video captioning, MSR-VTT-like", "vqa": "VQA", "grounding": "grounding"}
+WORLD_NAMES = {world: name for spec in SPECS.values() for world, name in spec.worlds.items()}  # tasks/specs.py
 # A recipe known to be wrong, as a run's history shows it: SCST whose candidates are multinomial samples logs their
 # reward under this key (tasks/objectives/scst.py REWARD_KEYS["sample"]); the sentence and the evidence the page links.
 SAMPLED_SCST = "train_CIDEr_sample"
@@ -94,13 +94,13 @@ def seed_groups(cfg) -> dict[str, tuple[str, ...]]:
 
 def worlds(cfg) -> dict[str, str]:
     """{system, ensemble or measured row: its world}: a captioner's is the corpus of its vocabulary (`images`, or a
-    video dataset: `msvd`, `msrvtt`), a VQA or grounding system's its task; an ensemble's that of its members, a
-    measured row's that of the system it measures."""
+    video dataset: `msvd`, `msrvtt`: its task's spec says `per_corpus`), a VQA or grounding system's its task; an
+    ensemble's that of its members, a measured row's that of the system it measures."""
     systems = cfg.systems()
 
     def world(name: str) -> str:
         model = cfg.model_of(name)
-        return cfg.vocabularies[model.vocabulary].corpus if model.task == "captioning" else model.task
+        return cfg.vocabularies[model.vocabulary].corpus if SPECS[model.task].per_corpus else model.task
 
     found = {name: world(name) for name in systems}
     found.update({name: found[e.members[0]] for name, e in cfg.ensembles().items()})

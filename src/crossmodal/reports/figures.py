@@ -54,12 +54,11 @@ from PIL import Image
 from ..pipeline import closures
 from ..io import InputError, atomic_path, read_json, write_text
 from ..drawing import png_bytes
+from ..tasks.specs import DEFAULT, SPECS
 
-SCALE = 100  # the tables' scale of caption metrics (tasks/captioning.py SCALE; not imported: it pulls in torch)
-METRIC = "val_CIDEr"  # the validation metric the best epoch maximises (tasks/captioning.py Captioning.metric)
-METRICS = {METRIC: ("validation CIDEr-D (x100)", "CIDEr-D (x100)"),  # each task's metric: (axis label, short)
-           "val_score": ("validation VQA score (x100)", "VQA score (x100)"),  # tasks/vqa.py
-           "val_recall": ("validation R@1 (x100)", "R@1 (x100)")}  # tasks/grounding.py
+SCALE = 100  # the tables' scale of the tasks' metrics (the task modules' SCALE; not imported: they pull in torch)
+METRIC = DEFAULT.metric  # the validation metric of a history that names none, and the one `dvc plots` draws
+METRICS = {spec.metric: spec.metric_labels for spec in SPECS.values()}  # each task's: (axis label, short label)
 REWARDS = {"train_CIDEr_sample": "reward: sampled captions", "train_CIDEr_beam": "reward: beam candidates",
            "train_CIDEr_greedy": "reward: greedy (baseline)"}  # SCST's, as tasks/objectives/scst.py logs them
 LOSS, LR = "train_loss", "lr"

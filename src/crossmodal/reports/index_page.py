@@ -15,6 +15,7 @@ from typing import Mapping, Protocol, Sequence
 from crossmodal.io import InputError, read_json, write_text
 from crossmodal.reports.results import Results, fmt, md_row
 from crossmodal.reports.table_builder import KINDS
+from crossmodal.tasks.specs import DEFAULT, SPECS
 
 KIND_LABELS = ("Rows run", "Server only", "Pending", "Cited")  # the columns of KINDS in the index and the status table
 ROWS_NOTE = ("Rows run: our numbers beside the paper's; server only: trained, but the COCO test server scores every "
@@ -79,11 +80,12 @@ def build_index(summaries: list[Path], tables_dir: Path, index_path: Path, metri
                   "test-dev; grounding: recall of the entity phrases."]
         by_task: dict[str, list[str]] = {}
         for name in systems:
-            by_task.setdefault(results.metrics(name).get("task", "captioning"), []).append(name)
-        for task, (title, columns) in INDEX_TASKS.items():
+            by_task.setdefault(results.metrics(name).get("task", DEFAULT.name), []).append(name)
+        for task, spec in SPECS.items():  # the tasks' order; each its heading and test columns (tasks/specs.py)
             if task not in by_task:
                 continue
-            index += ["", f"### {title}", "", "| System | Paper | Objective | Epochs | "
+            columns = spec.columns
+            index += ["", f"### {spec.heading}", "", "| System | Paper | Objective | Epochs | "
                       + " | ".join(label for _, label in columns) + " |", "|---|---|---|---|" + "---:|" * len(columns)]
             for name in by_task[task]:
                 data = results.metrics(name)
@@ -95,13 +97,6 @@ def build_index(summaries: list[Path], tables_dir: Path, index_path: Path, metri
                                        for k, _ in columns)]))
         head += ["", results.environment_line()]
     write_text(index_path, "\n".join([*head, "", *index]) + "\n")
-
-
-# the index's table of trained systems, per task: (heading, [(test metric key, column label)])
-INDEX_TASKS = {"captioning": ("Captioning", [("BLEU-4", "B@4"), ("METEOR", "METEOR"), ("CIDEr", "CIDEr-D")]),
-               "vqa": ("VQA", [("overall", "overall"), ("yes/no", "yes/no"), ("number", "number"),
-                               ("other", "other")]),
-               "grounding": ("Phrase grounding", [("R@1", "R@1"), ("R@5", "R@5"), ("R@10", "R@10")])}
 
 
 # ---------------------------------------------------------------- the status of the papers

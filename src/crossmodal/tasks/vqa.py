@@ -43,6 +43,7 @@ from ..metrics.vqa import vqa_accuracy
 from ..models.registry import build_model
 from .base import Task, on_scale
 from .common import padded_boxes, start_word_vectors
+from .specs import VQA
 
 SCALE = 100  # accuracies in MLflow, as in the tables (the metrics files keep 0-1)
 SPLITS = ("train", "val", "test")
@@ -78,7 +79,7 @@ class QuestionInputs:
 
 
 class Vqa(Task):
-    metric = "val_score"
+    metric = VQA.metric
     metric_scale = SCALE
 
     def __init__(self, cfg, name, root, dist):

@@ -1,0 +1,34 @@
+"""What each task declares for the reports, without torch: its validation metric and the figures' labels of it, the
+table of its systems in reports/index.md, and the names of the worlds its claims are judged on. The task modules
+(captioning.py, vqa.py, grounding.py) take their metric from here; the reports (figures, index, claims) read only
+this module, so that drawing a page loads no model."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    name: str
+    metric: str  # the validation metric the best epoch maximises: the metrics file's history key
+    metric_labels: tuple[str, str]  # the figures' (axis label, short label) of it, x100
+    heading: str  # reports/index.md's heading of the task's trained systems
+    columns: tuple[tuple[str, str], ...]  # that table's test metrics: (metric key, column label)
+    worlds: Mapping[str, str]  # the claims' world keys -> their names (reports/claims.py)
+    per_corpus: bool = False  # a system's world is its vocabulary's corpus (captioning), else the task's name
+
+
+CAPTIONING = TaskSpec(
+    "captioning", "val_CIDEr", ("validation CIDEr-D (x100)", "CIDEr-D (x100)"), "Captioning",
+    (("BLEU-4", "B@4"), ("METEOR", "METEOR"), ("CIDEr", "CIDEr-D")),
+    {"images": "image captioning", "msvd": "video captioning, MSVD-like", "msrvtt": "video captioning, MSR-VTT-like"},
+    per_corpus=True)
+VQA = TaskSpec("vqa", "val_score", ("validation VQA score (x100)", "VQA score (x100)"), "VQA",
+               (("overall", "overall"), ("yes/no", "yes/no"), ("number", "number"), ("other", "other")),
+               {"vqa": "VQA"})
+GROUNDING = TaskSpec("grounding", "val_recall", ("validation R@1 (x100)", "R@1 (x100)"), "Phrase grounding",
+                     (("R@1", "R@1"), ("R@5", "R@5"), ("R@10", "R@10")), {"grounding": "grounding"})
+
+SPECS = {spec.name: spec for spec in (CAPTIONING, VQA, GROUNDING)}  # the order of reports/index.md's tables
+DEFAULT = CAPTIONING  # the task of a system, or a metrics file, that names none (config.training.SystemConfig)
