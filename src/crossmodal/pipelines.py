@@ -238,15 +238,21 @@ def objective_module(system) -> list[str]:
     return [f"tasks.objectives.{system.objective}"] if system.task == "captioning" else []
 
 
+def model_file(name: str) -> Path:
+    """A trained system's model file (training/trainer.py writes it): its stage's output, a file rather than its folder,
+    which DVC checks per file at every `dvc repro` (a folder costs it five times a file)."""
+    return paths.MODELS / name / "model.pt"
+
+
 def _system_outs(name: str) -> tuple[list, list]:
-    return [str(paths.MODELS / name), str(paths.PREDICTIONS / name)], [paths.METRICS / f"{name}.json"]
+    return [str(model_file(name)), str(paths.PREDICTIONS / name)], [paths.METRICS / f"{name}.json"]
 
 
 def paper_stages(cfg: Config, paper: str) -> dict:
     section, systems, stages = cfg.paper(paper), cfg.systems(), {}
     for name in section.systems:
         system, model = systems[name], cfg.model_of(name)
-        deps = [*model_data(cfg, name), *([paths.MODELS / system.init] if system.init else []),
+        deps = [*model_data(cfg, name), *([model_file(system.init)] if system.init else []),
                 *stage_code("train", f"tasks.{system.task}", *objective_module(system), f"models.{model.model}")]
         stages[name] = stage(f"python -m crossmodal train --system {name}", system_params(cfg, name), deps,
                               *_system_outs(name), wdir="../..")
@@ -255,7 +261,7 @@ def paper_stages(cfg: Config, paper: str) -> dict:
         models = dedupe([f"models.{cfg.model_of(m).model}" for m in members])
         params = [*SHARED_PARAMS, f"{cfg.where(name)}.members",
                   *grouped(cfg, dedupe([p for m in members for p in cfg.model_sources(m)]))]
-        deps = [*(paths.MODELS / m for m in members), *dedupe([str(d) for m in members for d in model_data(cfg, m)]),
+        deps = [*(model_file(m) for m in members), *dedupe([str(d) for m in members for d in model_data(cfg, m)]),
                 *stage_code("ensemble", *models)]
         outs, metrics = _system_outs(name)
         stages[name] = stage(f"python -m crossmodal ensemble --name {name}", params, deps, outs[1:], metrics,
