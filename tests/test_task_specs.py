@@ -1,11 +1,11 @@
-"""The tasks' specs (tasks/specs.py): each task module's validation metric is its spec's, and the reports that read
+"""The tasks' specs (task_specs.py): each task module's validation metric is its spec's, and the reports that read
 the specs (figures, the index page, the claims) load no torch."""
 from __future__ import annotations
 
 import subprocess
 import sys
 
-from crossmodal.tasks.specs import SPECS
+from crossmodal.task_specs import SPECS
 
 
 def test_each_task_takes_its_metric_from_its_spec():

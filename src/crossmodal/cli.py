@@ -2,9 +2,9 @@
 
 The commands are the modules of `crossmodal.stages`, and of a paper's `commands` package (papers/<paper>/commands/),
 that define `run(cfg, root, args)`: module `extract_regions` is the command `extract-regions`. A stage module
-declares its command-line arguments in a module-level literal `ARGUMENTS = {"--flag": "help"}` (required strings; `OPTIONAL` names those that may be left out), which this module
-reads from the file's syntax tree without importing it. Adding a stage therefore edits no file here, and no other
-stage's code closure (pipeline/closures.py) changes.
+declares its command-line arguments in a module-level literal `ARGUMENTS = {"--flag": "help"}` (required strings;
+`OPTIONAL` names those that may be left out), which this module reads from the file's syntax tree without importing
+it. Adding a stage therefore edits no file here, and no other stage's code closure (pipeline/closures.py) changes.
 
 Each stage command loads and validates params.yaml and runs its module, imported by name so that a stage's code
 closure holds only what that command runs. Bad input (params, missing or corrupt files) prints one line

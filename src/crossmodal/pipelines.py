@@ -43,6 +43,7 @@ from .papers.registry import papers
 from .pipeline import closures
 from .pipeline.stage_spec import (SHARED_PARAMS, dedupe, grouped, manifest, model_data, stage, stage_code,
                                   system_params)
+from .task_specs import SPECS
 
 IMPORTS_EACH = "papers/*/pipeline.py"  # what `study_stages` imports by name: each paper's own stage builder
 PARAMS_FILE = "params.yaml"  # the params file, which DVC reads by default
@@ -118,7 +119,7 @@ def spine_stages(cfg: Config) -> dict:
         stages.update(grounding_stages(cfg))
     if video_corpora(cfg):
         stages.update(video_stages(cfg))
-    vectors = {cfg.systems()[n].task == "captioning" for n in cfg.systems() if cfg.model_of(n).model_args.get(
+    vectors = {SPECS[cfg.systems()[n].task].captions for n in cfg.systems() if cfg.model_of(n).model_args.get(
         "word_vectors")}  # captioners (HOCA) start from word2vec's role, BAN from GloVe's
     if False in vectors:
         stages["word_vectors"] = word_vectors_stage(cfg, tasks)
@@ -235,7 +236,7 @@ def video_stages(cfg: Config) -> dict:
 def objective_module(system) -> list[str]:
     """The objective module a captioning system's task loads by name (tasks/objectives/xe.py, scst.py); the other
     tasks have their loss in their own module."""
-    return [f"tasks.objectives.{system.objective}"] if system.task == "captioning" else []
+    return [f"tasks.objectives.{system.objective}"] if SPECS[system.task].captions else []
 
 
 def model_file(name: str) -> Path:
@@ -342,8 +343,9 @@ def expected_files(cfg: Config) -> dict[Path, str]:
     _param_values_files(spine, papers)
     from .reports.figures import dvc_plot_definitions
 
-    trained = {paper: [n for n in cfg.systems() if cfg.paper_of(n) == paper and cfg.systems()[n].task == "captioning"]
-               for paper in cfg.papers}  # the captioners' curves (reports/figures.py: `dvc plots` draws val_CIDEr)
+    trained = {paper: [n for n, system in cfg.systems().items() if cfg.paper_of(n) == paper
+                       and SPECS[system.task].captions]  # the captioners' curves (reports/figures.py: `dvc plots`
+               for paper in cfg.papers}  # draws val_CIDEr)
     files = {Path("dvc.yaml"): render(spine, "Shared stages (code closures, params values, data, features, "
                                              "reference points) and the index of every paper's tables; `dvc plots "
                                              "show` draws the training curves.", dvc_plot_definitions(trained),

@@ -1,7 +1,8 @@
-"""What each task declares for the reports, without torch: its validation metric and the figures' labels of it, the
-table of its systems in reports/index.md, and the names of the worlds its claims are judged on. The task modules
-(captioning.py, vqa.py, grounding.py) take their metric from here; the reports (figures, index, claims) read only
-this module, so that drawing a page loads no model."""
+"""What each task declares, without torch: whether it decodes captions (its systems' rules in params.yaml), its
+validation metric and the figures' labels of it, the table of its systems in reports/index.md, and the names of the
+worlds its claims are judged on. The task modules (tasks/captioning.py, vqa.py, grounding.py) take their metric from
+here; the config, the model registry, the pipeline generator and the reports read only this module, so that none of
+them names a task and drawing a page loads no model. A new task adds its spec here and its module in tasks/."""
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -16,6 +17,8 @@ class TaskSpec:
     heading: str  # reports/index.md's heading of the task's trained systems
     columns: tuple[tuple[str, str], ...]  # that table's test metrics: (metric key, column label)
     worlds: Mapping[str, str]  # the claims' world keys -> their names (reports/claims.py)
+    captions: bool = False  # it decodes captions: its systems state a vocabulary, decode with a beam, may continue
+    # by SCST (objectives) and join ensembles, and start from word2vec's vectors; its models define `MODEL`
     per_corpus: bool = False  # a system's world is its vocabulary's corpus (captioning), else the task's name
 
 
@@ -23,7 +26,7 @@ CAPTIONING = TaskSpec(
     "captioning", "val_CIDEr", ("validation CIDEr-D (x100)", "CIDEr-D (x100)"), "Captioning",
     (("BLEU-4", "B@4"), ("METEOR", "METEOR"), ("CIDEr", "CIDEr-D")),
     {"images": "image captioning", "msvd": "video captioning, MSVD-like", "msrvtt": "video captioning, MSR-VTT-like"},
-    per_corpus=True)
+    captions=True, per_corpus=True)
 VQA = TaskSpec("vqa", "val_score", ("validation VQA score (x100)", "VQA score (x100)"), "VQA",
                (("overall", "overall"), ("yes/no", "yes/no"), ("number", "number"), ("other", "other")),
                {"vqa": "VQA"})

@@ -24,6 +24,7 @@ from typing import Any
 import yaml
 
 from ..io import InputError, load_yaml
+from ..task_specs import SPECS
 from .compute import ComputeConfig, EvaluationConfig, RuntimeConfig
 from .data import CaptionsConfig, DatasetConfig, GroundingConfig, VqaConfig, WorldConfig
 from .features import AttributesConfig, BackboneConfig, GridConfig, RegionsConfig, VideoConfig, WordVectorsConfig
@@ -182,7 +183,7 @@ class Config:
                     copy = f" (a seed copy of '{self.where(name.rpartition('_seed')[0])}.{SEEDS_KEY}' continues "\
                         "the same seed of its init, which needs as many seeds)" if name in self._copies else ""
                     raise ValueError(f"'{where}.init' is {system.init!r}, not a cross-entropy system{copy}")
-            elif system.task == "captioning" and system.vocabulary not in self.vocabularies:
+            elif SPECS[system.task].captions and system.vocabulary not in self.vocabularies:
                 raise ValueError(f"'{where}.vocabulary' is {system.vocabulary!r}, not a key of vocabularies "
                                  f"({', '.join(sorted(self.vocabularies))})")
         for name, ensemble in self.ensembles().items():
@@ -192,7 +193,7 @@ class Config:
                 raise ValueError(f"'{where}.members': {unknown[0]!r} is not a trained system")
             if len({self.model_of(m).vocabulary for m in ensemble.members}) > 1:
                 raise ValueError(f"'{where}.members' must share one vocabulary")
-            other = [m for m in ensemble.members if self._systems[m].task != "captioning"]
+            other = [m for m in ensemble.members if not SPECS[self._systems[m].task].captions]
             if other:
                 raise ValueError(f"'{where}.members': {other[0]!r} is a {self._systems[other[0]].task} system; "
                                  "ensembles decode captions")

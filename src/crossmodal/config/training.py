@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..task_specs import DEFAULT, SPECS
+
 
 @dataclass(frozen=True)
 class ScheduledSamplingConfig:
@@ -91,7 +93,7 @@ class TrainConfig:
 
 
 OBJECTIVES = ("xe", "scst")
-TASKS = ("captioning", "vqa", "grounding")  # a module of tasks/ each
+TASKS = tuple(SPECS)  # a spec in task_specs.py and a module of tasks/ each
 
 
 @dataclass(frozen=True)
@@ -105,7 +107,7 @@ class SystemConfig:
     """
 
     objective: str = "xe"
-    task: str = "captioning"
+    task: str = DEFAULT.name
     model: str | None = None
     vocabulary: str | None = None  # a key of `vocabularies`: the caption preprocessing of this system's paper
     inputs: dict[str, str] = field(default_factory=lambda: {"regions": "regions"})
@@ -115,25 +117,26 @@ class SystemConfig:
     beam_size: int | None = None  # test decoding's beam, where its paper's differs from `evaluation.beam_size`
 
     def __post_init__(self) -> None:
-        if self.beam_size is not None and (self.beam_size < 1 or self.task != "captioning"):
+        if self.task not in TASKS:
+            raise ValueError(f"task must be one of {', '.join(TASKS)}, not {self.task!r}")
+        captions = SPECS[self.task].captions  # a task that decodes captions (task_specs.py): captioning's rules
+        if self.beam_size is not None and (self.beam_size < 1 or not captions):
             raise ValueError(f"beam_size is a captioning system's beam width (at least 1), not {self.beam_size!r} "
                              f"on a {self.task} system")
-        if self.train.val_beam != 1 and self.task != "captioning":
+        if self.train.val_beam != 1 and not captions:
             raise ValueError(f"train.val_beam decodes captions; a {self.task} system validates by its own metric")
-        if self.train.caption_rows != "repeat" and (self.task != "captioning" or self.objective != "xe"):
+        if self.train.caption_rows != "repeat" and (not captions or self.objective != "xe"):
             raise ValueError(f"train.caption_rows chooses cross-entropy captioning's rows, not a {self.task} "
                              f"{self.objective} system's")
         if self.objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, not {self.objective!r}")
-        if self.task not in TASKS:
-            raise ValueError(f"task must be one of {', '.join(TASKS)}, not {self.task!r}")
         if self.objective == "scst" and self.init is None:
             raise ValueError("an scst system needs `init`, the cross-entropy system it continues")
         if self.objective == "xe" and (self.model is None or self.init is not None):
             raise ValueError("a cross-entropy system needs `model` (and no `init`)")
-        if self.objective == "xe" and self.task == "captioning" and self.vocabulary is None:
+        if self.objective == "xe" and captions and self.vocabulary is None:
             raise ValueError("a captioning system needs `vocabulary`")
-        if self.task != "captioning" and (self.objective != "xe" or self.vocabulary is not None):
+        if not captions and (self.objective != "xe" or self.vocabulary is not None):
             raise ValueError(f"a {self.task} system trains by cross-entropy (`objective: xe`) on its task's own "
                              "data: no `vocabulary`")
 

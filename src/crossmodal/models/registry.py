@@ -1,10 +1,11 @@
 """Model registry: the `model:` name of a system in params.yaml -> its network class, one module per model.
 
-`model: <name>` is the module `crossmodal.models.<name>`, which defines `MODEL = <its Captioner class>` for the
-captioning task, or `MODELS = {<task>: <class>}` for others (BAN: a VQA and a grounding network). Modules
-are imported only when a system names them (`importlib.import_module`), never here at import time, so adding a
-model file changes no other module's import closure (and so reruns no pipeline stage of another model). The
-available names are found without importing anything: the `models/*.py` files with a module-level `MODEL =`.
+`model: <name>` is the module `crossmodal.models.<name>`, which defines `MODEL = <its Captioner class>` for a task
+that decodes captions (task_specs.py: captioning), or `MODELS = {<task>: <class>}` for the others (BAN: a VQA and a
+grounding network). Modules are imported only when a system names them (`importlib.import_module`), never here at
+import time, so adding a model file changes no other module's import closure (and so reruns no pipeline stage of
+another model). The available names are found without importing anything: the `models/*.py` files with a
+module-level `MODEL =`.
 
 Each class carries its own frozen `Args` dataclass, so `model_args` are validated (unknown keys, types)
 with the same strict loader as the rest of params.yaml.
@@ -22,6 +23,7 @@ from torch import nn
 
 from ..config.loader import build
 from ..io import InputError, load_torch
+from ..task_specs import DEFAULT, SPECS
 from .base import Captioner
 
 _DEFINES = {True: re.compile(r"^MODEL\s*=", re.MULTILINE), False: re.compile(r"^MODELS\s*=", re.MULTILINE)}
@@ -37,15 +39,15 @@ class ModelSpec(Protocol):
     def model_args(self) -> Mapping[str, Any]: ...
 
 
-def available_models(task: str = "captioning") -> list[str]:
-    """The model names of a task: modules of this package whose source has a line starting `MODEL =` (captioning)
-    or `MODELS =` (other tasks), read, not imported."""
-    pattern = _DEFINES[task == "captioning"]
+def available_models(task: str = DEFAULT.name) -> list[str]:
+    """The model names of a task: modules of this package whose source has a line starting `MODEL =` (a task that
+    decodes captions, task_specs.py) or `MODELS =` (the other tasks), read, not imported."""
+    pattern = _DEFINES[SPECS[task].captions]
     return sorted(path.stem for path in Path(__file__).parent.glob("*.py")
                   if pattern.search(path.read_text(encoding="utf-8")))
 
 
-def _unknown(model_name: str, task: str = "captioning") -> str:
+def _unknown(model_name: str, task: str = DEFAULT.name) -> str:
     """'<name>' (did you mean ...?); available models: ..."""
     names = available_models(task)
     close = difflib.get_close_matches(model_name, names, n=1)
@@ -53,11 +55,11 @@ def _unknown(model_name: str, task: str = "captioning") -> str:
     return f"{model_name!r}{hint}; available models: {', '.join(names)}"
 
 
-def _find(model_name: str, task: str = "captioning") -> type | None:
+def _find(model_name: str, task: str = DEFAULT.name) -> type | None:
     if model_name not in available_models(task):  # also keeps names like "base" or "a.b" from being imported
         return None
     module = importlib.import_module(f"{__package__}.{model_name}")
-    if task != "captioning":
+    if not SPECS[task].captions:
         cls = getattr(module, "MODELS", {}).get(task)
         return cls if isinstance(cls, type) else None
     cls = getattr(module, "MODEL", None)
@@ -72,7 +74,7 @@ def model_module(model_name: str) -> str:
     return f"{__package__}.{model_name}"
 
 
-def model_class(model_name: str, task: str = "captioning") -> type:
+def model_class(model_name: str, task: str = DEFAULT.name) -> type:
     """The class of module crossmodal.models.<model_name> for `task` (`MODEL`, or `MODELS[task]`), imported now;
     InputError when there is none."""
     cls = _find(model_name, task)
@@ -82,7 +84,7 @@ def model_class(model_name: str, task: str = "captioning") -> type:
 
 
 def build_model(where: str, variant: ModelSpec, vocab_size: int, input_dims: Mapping[str, int],
-                task: str = "captioning", sizes: Sequence[int] = ()) -> nn.Module:
+                task: str = DEFAULT.name, sizes: Sequence[int] = ()) -> nn.Module:
     """The freshly initialised network of the system at params key path `where` (errors name it) for `task`: the
     class of `variant.model` for it (`MODEL`, or `MODELS[task]`) built from `variant.model_args` as
     `cls(args, vocab_size, *sizes, input_dims)`, `sizes` the task's own (VQA: the number of answers), `input_dims`
@@ -93,7 +95,7 @@ def build_model(where: str, variant: ModelSpec, vocab_size: int, input_dims: Map
     if cls is None:
         raise InputError(f"params.yaml: '{where}.model' is {_unknown(variant.model, task)}")
     args = build(cls.Args, variant.model_args, f"{where}.model_args")
-    missing = [name for name in cls.consumes(args) if name not in input_dims] if task == "captioning" else []
+    missing = [name for name in cls.consumes(args) if name not in input_dims] if SPECS[task].captions else []
     if missing:
         raise InputError(f"params.yaml: '{where}': model {variant.model!r} consumes input(s) "
                          f"{', '.join(missing)}, which the system does not provide (it has: {', '.join(input_dims)})")

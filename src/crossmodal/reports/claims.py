@@ -41,7 +41,7 @@ from crossmodal.io import InputError, read_json
 from crossmodal.reports.power import N_CAP, POWER, mde, runs_to_decide
 from crossmodal.reports.results import Results, decimals_of, md_row, profile_line
 from crossmodal.reports.table_schema import Claim, PaperTable
-from crossmodal.tasks.specs import SPECS
+from crossmodal.task_specs import SPECS
 
 CONFIDENCE = 0.95
 # Paths here, not in paths.py: every training stage's code closure holds paths.py, and a page of the index must not
@@ -54,7 +54,7 @@ HOLDS, REVERSED, UNCLEAR, UNTESTABLE = "holds", "reversed", "undecided", "untest
 PENDING = "pending"  # a claim whose systems are not all trained yet: no verdict
 SEEDS, RECIPE, WORLD = "seeds", "recipe", "world"  # why a claim is undecided (SEEDS, RECIPE) or untestable (WORLD)
 METRIC_NAMES = {"CIDEr": "CIDEr-D"}  # our metric keys as the reader knows them
-WORLD_NAMES = {world: name for spec in SPECS.values() for world, name in spec.worlds.items()}  # tasks/specs.py
+WORLD_NAMES = {world: name for spec in SPECS.values() for world, name in spec.worlds.items()}  # task_specs.py
 # A recipe known to be wrong, as a run's history shows it: SCST whose candidates are multinomial samples logs their
 # reward under this key (tasks/objectives/scst.py REWARD_KEYS["sample"]); the sentence and the evidence the page links.
 SAMPLED_SCST = "train_CIDEr_sample"

@@ -54,7 +54,7 @@ from PIL import Image
 from ..pipeline import closures
 from ..io import InputError, atomic_path, read_json, write_text
 from ..drawing import png_bytes
-from ..tasks.specs import DEFAULT, SPECS
+from ..task_specs import DEFAULT, SPECS
 
 SCALE = 100  # the tables' scale of the tasks' metrics (the task modules' SCALE; not imported: they pull in torch)
 METRIC = DEFAULT.metric  # the validation metric of a history that names none, and the one `dvc plots` draws

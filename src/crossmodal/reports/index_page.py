@@ -15,7 +15,7 @@ from typing import Mapping, Protocol, Sequence
 from crossmodal.io import InputError, read_json, write_text
 from crossmodal.reports.results import Results, fmt, md_row
 from crossmodal.reports.table_builder import KINDS
-from crossmodal.tasks.specs import DEFAULT, SPECS
+from crossmodal.task_specs import DEFAULT, SPECS
 
 KIND_LABELS = ("Rows run", "Server only", "Pending", "Cited")  # the columns of KINDS in the index and the status table
 ROWS_NOTE = ("Rows run: our numbers beside the paper's; server only: trained, but the COCO test server scores every "
@@ -81,7 +81,7 @@ def build_index(summaries: list[Path], tables_dir: Path, index_path: Path, metri
         by_task: dict[str, list[str]] = {}
         for name in systems:
             by_task.setdefault(results.metrics(name).get("task", DEFAULT.name), []).append(name)
-        for task, spec in SPECS.items():  # the tasks' order; each its heading and test columns (tasks/specs.py)
+        for task, spec in SPECS.items():  # the tasks' order; each its heading and test columns (task_specs.py)
             if task not in by_task:
                 continue
             columns = spec.columns

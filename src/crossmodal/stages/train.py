@@ -9,6 +9,7 @@ from .. import paths
 from ..config.loader import flatten
 from ..io import InputError, write_json
 from ..stage_common import progress, record_environment, set_threads
+from ..task_specs import SPECS
 
 ARGUMENTS = {"--system": "a key of `<paper>.systems` in params.yaml"}
 
@@ -25,7 +26,7 @@ def run(cfg, root: Path, args) -> None:
         argv = (["--params", args.params] if args.params else []) + ["train", "--system", name]
         raise SystemExit(distributed.launch(cfg.compute, argv))
     params = {"system": name, **flatten(systems[name], cfg.where(name)),
-              **({"beam_size": cfg.beam_size(name)} if systems[name].task == "captioning" else {})}
+              **({"beam_size": cfg.beam_size(name)} if SPECS[systems[name].task].captions else {})}
     if systems[name].init is not None:  # the model it continues
         params.update(flatten(cfg.model_of(name), cfg.where(systems[name].init)))
     with (distributed.process_group(cfg.compute) as group,

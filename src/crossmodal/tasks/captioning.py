@@ -42,7 +42,7 @@ from ..metrics.captions import cider_only, evaluate_captions, start_meteor, writ
 from ..models.registry import build_model
 from ..drawing import caption_panel, save_png
 from .base import Task, on_scale
-from .specs import CAPTIONING
+from ..task_specs import CAPTIONING
 
 SCALE = 100  # caption metrics in MLflow, as in the tables (the metrics files keep 0-1)
 NO_PICTURE = "No picture: profile real reads COCO's region features; its images are not downloaded."

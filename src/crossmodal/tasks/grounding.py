@@ -51,7 +51,7 @@ from ..metrics.grounding import box_iou, grounded_at, recall
 from ..models.registry import build_model
 from .base import Task, on_scale
 from .common import padded_boxes, start_word_vectors
-from .specs import GROUNDING
+from ..task_specs import GROUNDING
 
 SCALE = 100  # recalls in MLflow, as in the tables (the metrics files keep 0-1)
 SPLITS = ("train", "val", "test")

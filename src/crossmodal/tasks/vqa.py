@@ -43,7 +43,7 @@ from ..metrics.vqa import vqa_accuracy
 from ..models.registry import build_model
 from .base import Task, on_scale
 from .common import padded_boxes, start_word_vectors
-from .specs import VQA
+from ..task_specs import VQA
 
 SCALE = 100  # accuracies in MLflow, as in the tables (the metrics files keep 0-1)
 SPLITS = ("train", "val", "test")
