@@ -38,9 +38,6 @@ class Paper:
     figures: Callable[[Any], Mapping[str, Path]] | None = None
     captions: Mapping[str, str] = field(default_factory=dict)
 
-    def tables_dir(self) -> Path:
-        return HERE / self.name / "tables"
-
     def study(self, cfg, section: str) -> Any:
         """The params section `<name>.studies.<section>`, built as its dataclass (strict keys, by key path)."""
         from ..config.loader import build  # the loader's strictness and messages

@@ -1,8 +1,8 @@
 """Low-Rank HOCA (Jin, Huang, Chen, Li & Zhang, EMNLP 2019): video captioning with higher-order cross-modal attention.
 
-Its systems train on the video world's MSVD- and MSR-VTT-like data (params.yaml `hoca`); beyond them, two stages study
-them (pipeline.py `stages`): Figs. 5-7 (`studies.figures`, commands/hoca_figures.py, figures.py) and Table 3's cost of whole
-models (`studies.cost`, commands/hoca_cost.py).
+Its systems train on the video world's MSVD- and MSR-VTT-like data (params.yaml `hoca`); beyond them, two stages
+study them (pipeline.py `stages`): Figs. 5-7 (`studies.figures`, commands/hoca_figures.py, figures.py) and Table 3's
+cost of whole models (`studies.cost`, commands/hoca_cost.py).
 """
 from __future__ import annotations
 

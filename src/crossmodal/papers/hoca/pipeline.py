@@ -1,5 +1,5 @@
-"""HOCA's stages beyond its systems' and its tables' (`stages`, which the pipeline generator calls): Figs. 5-7 and Table 3's cost, each when
-params.yaml names its systems (`hoca.studies.figures`, `hoca.studies.cost`)."""
+"""HOCA's stages beyond its systems' and its tables' (`stages`, which the pipeline generator calls): Figs. 5-7 and
+Table 3's cost, each when params.yaml names its systems (`hoca.studies.figures`, `hoca.studies.cost`)."""
 from __future__ import annotations
 
 from ... import paths
