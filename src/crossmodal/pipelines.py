@@ -42,10 +42,11 @@ from .io import InputError, load_yaml, write_text
 from .papers.registry import papers
 from .pipeline import closures
 from .pipeline.stage_spec import (SHARED_PARAMS, dedupe, grouped, manifest, model_data, stage, stage_code,
-                                  system_params)
+                                  system_params, world_file)
 from .task_specs import SPECS
 
-IMPORTS_EACH = "papers/*/pipeline.py"  # what `study_stages` imports by name: each paper's own stage builder
+IMPORTS_EACH = ("papers/*/pipeline.py", "tasks/*_stages.py")  # what `study_stages` and `task_stages` import by
+# name: each paper's own stage builder, each task's world stages
 PARAMS_FILE = "params.yaml"  # the params file, which DVC reads by default
 HEADER = ("# Written by `python -m crossmodal pipelines` from params.yaml and the code's imports: do not edit by hand.\n"
           "# {what}\n")
@@ -94,12 +95,12 @@ def spine_stages(cfg: Config) -> dict:
         "python -m crossmodal pretrain-backbone", ["profile", "backbone", "compute.portable"],
         [world, *stage_code("pretrain_backbone")],
         [str(paths.BACKBONE)], [paths.METRICS / "backbone.json"])
-    tasks = {system.task for system in cfg.systems().values()}
-    flickr = ["flickr30k_features"] if "grounding" in tasks else []  # real: Flickr30k's boxes join COCO's
+    tasks = [task for task in SPECS if any(system.task == task for system in cfg.systems().values())]
+    joined = [d for task in tasks for d in SPECS[task].region_datasets]  # real: their images' boxes join COCO's
     stages["extract_regions"] = stage(
-        " ".join(["python -m crossmodal extract-regions", *(f"--grounding {d}" for d in flickr)]),
+        " ".join(["python -m crossmodal extract-regions", *(f"--grounding {d}" for d in joined)]),
         ["profile", "regions", "compute.portable"],
-        [world, paths.BACKBONE, raw / "butd_adaptive", raw / "butd_fixed36", *(raw / d for d in flickr),
+        [world, paths.BACKBONE, raw / "butd_adaptive", raw / "butd_fixed36", *(raw / d for d in joined),
          *stage_code("extract_regions")], [str(paths.REGIONS)])
     used = {s for n in cfg.systems() for s in cfg.model_of(n).inputs.values()}
     if "grid" in used:
@@ -113,10 +114,8 @@ def spine_stages(cfg: Config) -> dict:
             [world, raw / "karpathy", paths.BACKBONE, paths.vocabulary(cfg.attributes.vocabulary),
              raw / "coco_images", raw / "vgg16", *stage_code("train_attributes")],  # real: VGG-16 on COCO
             [str(paths.features(s)) for s in ATTRIBUTE_SETS], [paths.METRICS / "attributes.json"])
-    if "vqa" in tasks:
-        stages.update(vqa_stages(cfg))
-    if "grounding" in tasks:
-        stages.update(grounding_stages(cfg))
+    for module in task_stages(tasks).values():  # the worlds of the tasks trained: their own stages
+        stages.update(module.stages(cfg))
     if video_corpora(cfg):
         stages.update(video_stages(cfg))
     vectors = {SPECS[cfg.systems()[n].task].captions for n in cfg.systems() if cfg.model_of(n).model_args.get(
@@ -131,7 +130,7 @@ def spine_stages(cfg: Config) -> dict:
         "python -m crossmodal reference-points", ["profile"],
         [world, raw / "karpathy", paths.CAPTIONS / "references", *stage_code("reference_points")], [],
         [paths.METRICS / "reference_points.json"])
-    from .reports.attention import MECHANISMS, reads
+    from .reports.attention import Mechanism, reads
     from .reports.claims import CLAIMS, CLAIMS_JSON, SPREAD
     from .reports.figures import FIGURES, PLOTS
     from .reports.table_builder import summary_name
@@ -139,8 +138,9 @@ def spine_stages(cfg: Config) -> dict:
 
     tabled = [p for p, section in cfg.papers.items() if section.tables]
     figures = [path for record in papers().values() if record.figures for path in record.figures(cfg).values()]
-    drawn = {p: files for p in MECHANISMS if (files := reads(cfg, p))}  # the attention figures' systems and files
-    drawn_systems = [MECHANISMS[p].system for p in drawn]
+    mechanisms = {name: Mechanism(**r.attention) for name, r in papers().items() if r.attention}  # their decoders'
+    drawn = {p: files for p, m in mechanisms.items() if (files := reads(cfg, m))}  # attention figures: the files
+    drawn_systems = [mechanisms[p].system for p in drawn]
     stages["index"] = stage(  # it lists every system, so `dvc repro` at the root builds every paper's stages
         "python -m crossmodal index",
         [f"{p}.tables" for p in tabled] + (["evaluation.max_length", *grouped(cfg, dedupe(
@@ -160,42 +160,19 @@ def spine_stages(cfg: Config) -> dict:
     return stages
 
 
-def world_file(cfg: Config, path: Path) -> Path:
-    """A synthetic world's file as a dependency; under the real profile its world is a note, read as the folder."""
-    return path.parent if cfg.profile == "real" else path
+def task_stages(tasks: list[str]) -> dict:
+    """{task: its module of world stages (tasks/<task>_stages.py)}, for the tasks of `tasks` that have one."""
+    return {task: importlib.import_module(f"crossmodal.tasks.{task}_stages") for task in tasks
+            if (closures.PACKAGE / "tasks" / f"{task}_stages.py").is_file()}
 
 
-def vqa_stages(cfg: Config) -> dict:
-    """The VQA world and BAN's preprocessing of VQA v2 files."""
-    vqa_world = str(paths.VQA_WORLD)
-    return {  # the world's scene graphs, not its 2,000 pictures: a no-op repro checks one file, not the folder
-        "synthesize_vqa": stage("python -m crossmodal synthesize-vqa", ["profile", "vqa.world"],
-                                 [world_file(cfg, paths.SCENE_GRAPHS), *stage_code("synthesize_vqa")], [vqa_world]),
-        "prepro_vqa": stage("python -m crossmodal prepro-vqa", ["profile", "vqa.min_answer_count",
-                                                                  "vqa.question_length"],
-                             [vqa_world, paths.raw("vqa_v2"), *stage_code("prepro_vqa")], [str(paths.VQA)])}
-
-
-def grounding_stages(cfg: Config) -> dict:
-    """The grounding world and BAN's preprocessing of Flickr30k Entities files."""
-    grounding_world = manifest(paths.GROUNDING_WORLD)
-    return {
-        "synthesize_grounding": stage("python -m crossmodal synthesize-grounding", ["profile", "grounding.world"],
-                                       [world_file(cfg, paths.SCENE_GRAPHS), *stage_code("synthesize_grounding")],
-                                       [str(paths.GROUNDING_WORLD), grounding_world]),
-        "prepro_grounding": stage("python -m crossmodal prepro-grounding", ["profile", "grounding.sentence_length"],
-                                   [grounding_world, paths.raw("flickr30k_entities"), *stage_code("prepro_grounding")],
-                                   [str(paths.GROUNDING)])}
-
-
-def word_vectors_stage(cfg: Config, tasks: set[str]) -> dict:
+def word_vectors_stage(cfg: Config, tasks: list[str]) -> dict:
     """The word vectors BAN-Glove starts from: trained on the training text of the image world and of the worlds of
     `tasks` (their processed word lists restrict GloVe under the real profile)."""
-    text = {"vqa": [world_file(cfg, paths.VQA_WORLD / "v2_OpenEnded_mscoco_train2014_questions.json"), paths.VQA],
-            "grounding": [manifest(paths.GROUNDING_WORLD), paths.GROUNDING]}  # (data/vqa.py questions_file)
+    text = [p for _, module in sorted(task_stages(tasks).items()) for p in module.text(cfg)]
     return stage("python -m crossmodal word-vectors", ["profile", "word_vectors"],
-                  [world_file(cfg, paths.DATASET_JSON), *(p for task in sorted(tasks) for p in text.get(task, [])),
-                   paths.raw("glove"), *stage_code("word_vectors")], [str(paths.WORD_VECTORS)])
+                 [world_file(cfg, paths.DATASET_JSON), *text, paths.raw("glove"), *stage_code("word_vectors")],
+                 [str(paths.WORD_VECTORS)])
 
 
 def video_corpora(cfg: Config) -> list[str]:

@@ -22,8 +22,11 @@ from crossmodal.data.regions import write_region_file
 from crossmodal.decoding.search import greedy_decode
 from crossmodal.models.registry import build_model
 from crossmodal.reports import attention
+from crossmodal.papers.registry import papers
 from crossmodal.reports.figures import figure_index_lines
 from qualitative_examples import chunks
+
+MECHANISMS = {name: attention.Mechanism(**r.attention) for name, r in papers().items() if r.attention}
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = {"xlan": {"embed_dim": 16, "hidden_dim": 16, "heads": 2, "encoder_blocks": 1},
@@ -47,9 +50,9 @@ def regions(feature_dim: int = 6) -> dict[str, Padded]:
     return {"regions": Padded(torch.randn(2, 5, feature_dim), MASK)}
 
 
-@pytest.mark.parametrize("paper", list(attention.MECHANISMS))
+@pytest.mark.parametrize("paper", list(MECHANISMS))
 def test_recorded_weights_are_the_decoder_attention_of_each_step(paper):
-    mechanism, model, inputs = attention.MECHANISMS[paper], tiny(paper), regions()
+    mechanism, model, inputs = MECHANISMS[paper], tiny(paper), regions()
     module = model.get_submodule(mechanism.module)
     with torch.no_grad():
         plain, _ = greedy_decode(model, inputs, STEPS)
@@ -67,9 +70,9 @@ def test_recorded_weights_are_the_decoder_attention_of_each_step(paper):
     assert not torch.equal(calls[0].weights, calls[1].weights)  # each step's own query
 
 
-@pytest.mark.parametrize("paper", list(attention.MECHANISMS))
+@pytest.mark.parametrize("paper", list(MECHANISMS))
 def test_the_wrapper_is_removed_afterwards(paper):
-    mechanism, model, inputs = attention.MECHANISMS[paper], tiny(paper), regions()
+    mechanism, model, inputs = MECHANISMS[paper], tiny(paper), regions()
     module = model.get_submodule(mechanism.module)
     with pytest.raises(RuntimeError), attention.recording(module, mechanism.method) as calls:
         raise RuntimeError("inside the block")
@@ -81,7 +84,7 @@ def test_the_wrapper_is_removed_afterwards(paper):
 
 
 def test_caption_attention_is_a_distribution_over_the_image_regions():
-    model, mechanism = tiny("xlan"), attention.MECHANISMS["xlan"]
+    model, mechanism = tiny("xlan"), MECHANISMS["xlan"]
     one = {"regions": Padded(regions()["regions"].values[1:, :3], MASK[1:, :3])}  # the second image, unpadded
     captioned = attention.caption_attention(model, mechanism, one, STEPS)
     with torch.no_grad():
@@ -117,7 +120,8 @@ def test_every_word_gets_a_panel_and_the_footer_says_attention_is_not_grounding(
     titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
     assert titles[1:] == [f"{k}: “{w}”" for k, w in enumerate(words, 1)]  # after the image's panel, all 16 words
     assert "Attention is not grounding" in fig.get_supxlabel()
-    assert "does not show grounding" in attention.caption("xlan") and "`xlan`" in attention.caption("xlan")
+    text = attention.caption(MECHANISMS["xlan"])
+    assert "does not show grounding" in text and "`xlan`" in text
 
 
 def test_attention_mass_and_box_scaling_are_in_picture_pixels():
@@ -156,14 +160,14 @@ def test_a_missing_model_file_skips_the_paper(tmp_path):
     out = tmp_path / "reports" / "figures"
     out.mkdir(parents=True)
     (out / "aoanet_attention.png").write_bytes(b"stale")
-    written = attention.write_attention_figures(cfg, tmp_path, out)
+    written = attention.write_attention_figures(cfg, tmp_path, out, MECHANISMS)
     assert written == {"xlan": out / "xlan_attention.png"}  # aoanet: no model file, no figure, no error
     assert sorted(p.name for p in out.iterdir()) == ["xlan_attention.png"]  # the stale figure is gone
     first = written["xlan"].read_bytes()
-    attention.write_attention_figures(cfg, tmp_path, out)
+    attention.write_attention_figures(cfg, tmp_path, out, MECHANISMS)
     assert written["xlan"].read_bytes() == first
     lines = figure_index_lines({}, tmp_path / paths.INDEX, {"xlan": "X-LAN"}, attention=written)
     assert lines[-1] == "![X-LAN: attention](figures/xlan_attention.png)"  # shown; no caption given
     captioned = figure_index_lines({}, tmp_path / paths.INDEX, {"xlan": "X-LAN"}, attention=written,
-                                   captions={"xlan_attention.png": attention.caption("xlan")})
-    assert captioned[-1] == f"*X-LAN: attention.* {attention.caption('xlan')}"
+                                   captions={"xlan_attention.png": attention.caption(MECHANISMS["xlan"])})
+    assert captioned[-1] == f"*X-LAN: attention.* {attention.caption(MECHANISMS['xlan'])}"

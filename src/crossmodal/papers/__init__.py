@@ -37,6 +37,8 @@ class Paper:
     studies: Mapping[str, type] = field(default_factory=dict)
     figures: Callable[[Any], Mapping[str, Path]] | None = None
     captions: Mapping[str, str] = field(default_factory=dict)
+    attention: Mapping[str, str] | None = None  # the index's attention figure of its decoder, reports/attention.py
+    # `Mechanism`'s fields: the trained `system` drawn, the attention `module` in its model, its `method`, a `title`
 
     def study(self, cfg, section: str) -> Any:
         """The params section `<name>.studies.<section>`, built as its dataclass (strict keys, by key path)."""

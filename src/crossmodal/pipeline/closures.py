@@ -53,12 +53,14 @@ def _module_name(path: Path) -> str:
 
 def _imports_each(tree: ast.Module) -> list[str]:
     """The modules a module imports by name from a folder scan, as its literal `IMPORTS_EACH` (a glob of files under
-    the package, e.g. every paper's record: papers/registry.py) says."""
+    the package, or a tuple of them: every paper's record, papers/registry.py) says."""
     for node in tree.body:
         named = isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "IMPORTS_EACH"
                                                      for t in node.targets)
         if named:
-            return [_module_name(p) for p in sorted(PACKAGE.glob(ast.literal_eval(node.value)))]
+            globs = ast.literal_eval(node.value)
+            return [_module_name(p) for g in ([globs] if isinstance(globs, str) else globs)
+                    for p in sorted(PACKAGE.glob(g))]
     return []
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from .. import paths
 from ..config.loader import Config
+from ..task_specs import SPECS
 from . import closures, manifests
 
 
@@ -37,6 +38,11 @@ def stage(cmd: str, params: list, deps: list, outs: list, metrics: list | None =
 
 def dedupe(items: list[str]) -> list[str]:
     return list(dict.fromkeys(items))
+
+
+def world_file(cfg: Config, path: Path) -> Path:
+    """A synthetic world's file as a dependency; under the real profile its world is a note, read as the folder."""
+    return path.parent if cfg.profile == "real" else path
 
 
 def manifest(folder: Path) -> str:
@@ -89,15 +95,14 @@ def grouped(cfg: Config, paths: list[str]) -> list[str]:
 
 
 def model_data(cfg: Config, name: str) -> list:
-    """What feeds a system's network: its task's processed data (a captioner: its vocabulary's captions) and its
-    inputs' feature sets."""
+    """What feeds a system's network: its task's data (task_specs.py `data`, `real_data`; a captioner: its
+    vocabulary's captions, test references and qualitative examples), its inputs' feature sets, and the word vectors
+    its embedding starts from (a captioner: word2vec's role; the others: GloVe's)."""
     model, features = cfg.model_of(name), [paths.features(s) for s in cfg.model_of(name).inputs.values()]
-    if cfg.systems()[name].task == "vqa":  # its questions, the answers it is scored on (synthetic: test-dev's in
-        return [paths.VQA, paths.VQA_WORLD, *features,  # the world's server/; real: val2014's), maybe word vectors
-                *([paths.raw("vqa_v2")] if cfg.profile == "real" else []),
-                *([paths.WORD_VECTORS] if model.model_args.get("word_vectors") else [])]
-    if cfg.systems()[name].task == "grounding":  # its sentences, phrases and boxes, maybe word vectors
-        return [paths.GROUNDING, *features, *([paths.WORD_VECTORS] if model.model_args.get("word_vectors") else [])]
-    corpus = cfg.vocabularies[model.vocabulary].corpus  # its test references and qualitative examples too
+    spec = SPECS[cfg.systems()[name].task]
+    vectors = [paths.WORD2VEC if spec.captions else paths.WORD_VECTORS] if model.model_args.get("word_vectors") else []
+    if not spec.captions:
+        return [*spec.data, *features, *(paths.raw(d) for d in spec.real_data if cfg.profile == "real"), *vectors]
+    corpus = cfg.vocabularies[model.vocabulary].corpus
     return [paths.vocabulary(model.vocabulary, corpus), paths.corpus(corpus) / "references", paths.examples(corpus),
-            *features, *([paths.WORD2VEC] if model.model_args.get("word_vectors") else [])]
+            *features, *vectors]

@@ -1,7 +1,8 @@
 """Attention figures: per paper, one test image with its decoder's attention over the image's regions for each
 generated word, as a static PNG (`<figures>/<paper>_attention.png`).
 
-What is drawn. The paper's system (`MECHANISMS`: X-LAN's `xlan`, AoANet's `aoanet`) is loaded from its model file
+What is drawn. The paper's system (its record's `attention`, papers/<paper>/paper.py: X-LAN's `xlan`, AoANet's
+`aoanet`; `Mechanism` here) is loaded from its model file
 and captions the first qualitative example (data/processed/captions/examples/examples.json, the image prepro_captions
 copied there) greedily, the validation decoder, on the CPU; the test predictions use beam search, so this caption may
 differ from the image's test prediction. While it decodes, the decoder's attention module (not the encoder's or the
@@ -84,12 +85,6 @@ class Mechanism:
     input: str = "regions"
 
 
-MECHANISMS: dict[str, Mechanism] = {  # a paper's entry once its system is trained
-    "xlan": Mechanism("xlan", "attention", "attend", r"X-Linear spatial attention $\beta^s$ (eq. 4) of the decoder"),
-    "aoanet": Mechanism("aoanet", "attention", "forward", "multi-head attention f_mh-att of the AoA decoder (eq. 8)"),
-}
-
-
 @dataclass(frozen=True)
 class Reads:
     """The files a paper's figure reads, relative to the repository root (the index stage depends on them): its
@@ -104,10 +99,9 @@ class Reads:
         return [self.model, self.examples, self.vocabulary, *self.features.values()]
 
 
-def reads(cfg, paper: str) -> Reads | None:
-    """What `paper`'s figure reads; None when the paper has no mechanism or params.yaml does not train its system."""
-    mechanism = MECHANISMS.get(paper)
-    if mechanism is None or mechanism.system not in cfg.systems():
+def reads(cfg, mechanism: Mechanism) -> Reads | None:
+    """What a paper's figure reads; None when params.yaml does not train the mechanism's system."""
+    if mechanism.system not in cfg.systems():
         return None
     spec = cfg.model_of(mechanism.system)
     return Reads(paths.MODELS / mechanism.system / "model.pt", paths.vocabulary(spec.vocabulary) / "vocab.json",
@@ -200,7 +194,7 @@ def picture_boxes(boxes: np.ndarray, stored: tuple[int, int], picture: tuple[int
     return np.asarray(boxes, dtype=np.float64) * np.array([sx, sy, sx, sy])
 
 
-def load_example(cfg, root: Path, paper: str) -> Example | None:
+def load_example(cfg, root: Path, mechanism: Mechanism) -> Example | None:
     """The first qualitative example captioned by `paper`'s system with its attention; None when the paper has no
     mechanism, its system is not in params.yaml or its model file is missing."""
     # every import before the checks: the index stage imports this code whether or not a figure is drawn (its
@@ -210,10 +204,9 @@ def load_example(cfg, root: Path, paper: str) -> Example | None:
     from ..data.regions import RegionFeatures
     from ..models.registry import build_model, load_state, read_model_file
 
-    files = reads(cfg, paper)
+    files = reads(cfg, mechanism)
     if files is None or not (root / files.model).is_file():
         return None
-    mechanism = MECHANISMS[paper]
     system, path, folder = mechanism.system, root / files.model, root / files.examples
     examples = read_json(folder / "examples.json")
     if not isinstance(examples, list) or not examples:
@@ -323,9 +316,9 @@ def attention_png(example: Example, heading: str) -> bytes:
     return drawn(attention_figure, example, heading)
 
 
-def caption(paper: str) -> str:
-    """The index's caption of `paper`'s attention figure (a paper of MECHANISMS): what it shows and what it does not."""
-    system = MECHANISMS[paper].system
+def caption(mechanism: Mechanism) -> str:
+    """The index's caption of a paper's attention figure: what it shows and what it does not."""
+    system = mechanism.system
     return (f"One test image captioned greedily by `{system}`, and for every word of that caption the attention of its "
             f"decoder over the image's regions, averaged over the heads (brightness and box outlines). It shows which "
             f"encoded regions the decoder read for each word. It does not show grounding: the encoder mixes the "
@@ -341,14 +334,14 @@ def attention_path(out_dir: Path, paper: str) -> Path:
     return Path(out_dir) / f"{paper}{SUFFIX}"
 
 
-def write_attention_figures(cfg, root: Path, out_dir: str | os.PathLike,
+def write_attention_figures(cfg, root: Path, out_dir: str | os.PathLike, mechanisms: Mapping[str, Mechanism],
                             titles: Mapping[str, str] | None = None) -> dict[str, Path]:
-    """Every paper's attention figure (`MECHANISMS`, in their order) whose system is trained, into `out_dir`; files
-    `*_attention.png` of papers without one now are deleted. `titles`: {paper: the name its figure shows}. Returns
-    {paper: its figure}."""
+    """Every paper's attention figure (`mechanisms`: {paper: its mechanism}, in their order) whose system is trained,
+    into `out_dir`; files `*_attention.png` of papers without one now are deleted. `titles`: {paper: the name its
+    figure shows}. Returns {paper: its figure}."""
     out_dir, written = Path(out_dir), {}
-    for paper, mechanism in MECHANISMS.items():
-        example = load_example(cfg, root, paper)
+    for paper, mechanism in mechanisms.items():
+        example = load_example(cfg, root, mechanism)
         if example is None:
             continue
         written[paper] = attention_path(out_dir, paper)

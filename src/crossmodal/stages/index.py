@@ -19,7 +19,7 @@ from ..io import write_json, write_text
 from ..papers.registry import papers
 from ..reports.claims import (CLAIMS, CLAIMS_JSON, SPREAD, ClaimsPage, Systems, build_claims, cross_cpu_spread,
                                seed_groups)
-from ..reports.attention import caption, write_attention_figures
+from ..reports.attention import Mechanism, caption, write_attention_figures
 from ..reports.figures import FIGURES, PLOTS, figure_index_lines, write_figures
 from ..reports.runs import tag_runs
 from ..reports.index_page import build_index, build_status
@@ -67,10 +67,11 @@ def figures(cfg, root: Path) -> list[str]:
     origin = origin_root()  # a queued experiment's copy shares its repository's cache and leaves it unpruned
     written = write_figures(root / paths.METRICS, root / FIGURES, trained, root / PLOTS, seed_groups(cfg),
                             names, cache=origin / FIGURE_CACHE, prune_cache=origin.resolve() == root.resolve())
-    attention = write_attention_figures(cfg, root, root / FIGURES, names)
+    mechanisms = {name: Mechanism(**r.attention) for name, r in records.items() if r.attention}
+    attention = write_attention_figures(cfg, root, root / FIGURES, mechanisms, names)
     drawn = {name: [(label, root / path) for label, path in record.figures(cfg).items() if (root / path).is_file()]
              for name, record in records.items() if record.figures}  # what the papers' own stages draw
-    captions = {path.name: caption(paper) for paper, path in attention.items()}
+    captions = {path.name: caption(mechanisms[paper]) for paper, path in attention.items()}
     for record in records.values():
         captions.update(record.captions)
     return figure_index_lines(written, root / paths.INDEX, names, root / PLOTS, attention,

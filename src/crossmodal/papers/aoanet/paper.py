@@ -5,4 +5,6 @@ from __future__ import annotations
 
 from .. import Paper
 
-PAPER = Paper(name="aoanet", title="AoANet", order=3)
+PAPER = Paper(name="aoanet", title="AoANet", order=3, attention={
+    "system": "aoanet", "module": "attention", "method": "forward",
+    "title": "multi-head attention f_mh-att of the AoA decoder (eq. 8)"})

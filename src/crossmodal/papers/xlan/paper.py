@@ -5,4 +5,6 @@ from __future__ import annotations
 
 from .. import Paper
 
-PAPER = Paper(name="xlan", title="X-LAN / X-Transformer", order=1)
+PAPER = Paper(name="xlan", title="X-LAN / X-Transformer", order=1, attention={
+    "system": "xlan", "module": "attention", "method": "attend",
+    "title": r"X-Linear spatial attention $\beta^s$ (eq. 4) of the decoder"})
