@@ -122,11 +122,27 @@ def test_a_served_commands_helper_is_served_but_not_its_own_helpers(served):
     assert alone[1] == f"helper parent {alone[0].split()[-1]} helpers None"
 
 
+def _catches(pid: int, signum: int, timeout: float = 30.0) -> bool:
+    """Whether process `pid` has a handler for `signum` (its /proc status's SigCgt mask), waiting up to `timeout`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = Path(f"/proc/{pid}/status").read_text()
+        caught = int(next(line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")), 16)
+        if caught >> (signum - 1) & 1:
+            return True
+        time.sleep(0.01)
+    return False
+
+
 def test_ctrl_c_reaches_the_command_and_the_client_ends_as_it_did(served):
     work, env, _ = served
     client = _client(work, env, "wait")
     line = client.stdout.readline()
     child = int(line.split()[-1])
+    # the command prints before the client has read the server's reply: what is tested is Ctrl-C once the client
+    # forwards it (an earlier one ends the client alone, and the command, which holds the client's streams, lives
+    # until the server sees the client gone: this test once timed out on that path under load)
+    assert _catches(client.pid, signal.SIGINT)
     client.send_signal(signal.SIGINT)
     _, err = client.communicate(timeout=60)
     assert client.returncode == -signal.SIGINT and "KeyboardInterrupt" in err
