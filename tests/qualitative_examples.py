@@ -12,6 +12,7 @@ from PIL import Image
 from crossmodal import paths
 from crossmodal.data.captions import write_examples
 from crossmodal.data.karpathy import KarpathyImage
+from crossmodal.pipeline import manifests
 
 
 def chunks(png: bytes) -> list[str]:
@@ -39,6 +40,7 @@ def tiny_root(root: Path, ids: list[int], examples: int = 2, images: bool = True
         picture(entry.image_id).save(world / entry.path)
     write_examples(sorted(entries, key=lambda e: e.image_id)[:examples], world if images else None,
                    root / paths.EXAMPLES)
+    manifests.write(root / paths.EXAMPLES)  # and its manifest, which the stages check it against
     return {i: [f"reference {k} of image {i}" for k in range(5)] for i in ids}
 
 

@@ -37,6 +37,7 @@ import numpy as np
 from ..config.data import CaptionsConfig
 from .hdf5 import refuse_outside_data
 from ..io import InputError, atomic_path, read_json, write_json
+from ..pipeline import manifests
 from .karpathy import KarpathyImage, by_split
 
 PAD, BOS, EOS, UNK = 0, 1, 2, 3
@@ -139,6 +140,8 @@ def preprocess(vocabularies: dict[str, CaptionsConfig], images: list[KarpathyIma
         write_json(tmp / "images.json", [{"image_id": img.image_id, "path": img.path, "split": img.split}
                                          for img in images], indent=None)
         write_examples(sorted(splits["test"], key=lambda img: img.image_id)[:examples], image_root, tmp / "examples")
+        for folder in [*vocabularies, "references", "examples"]:  # what a captioning stage reads, each by its
+            manifests.write(tmp / folder)  # manifest (pipeline/manifests.py): one file for DVC to check, not a folder
     return summary
 
 

@@ -1,15 +1,11 @@
-"""A world folder's manifest: the MD5 of each of its files, written beside it by the stage that writes the folder.
+"""A folder's manifest: the MD5 of each of its files, written beside it by the stage that writes the folder.
 
-A stage that reads a whole synthetic world depends on the world's manifest, one file, instead of the folder. DVC
-then walks each world folder once per `dvc repro`, as the output of the stage that writes it, instead of once more
-for each stage that reads it: the image world's 2,004 files were checked 7 times, the grounding world's 4,003
-3 times, the video world's 605 4 times (a no-op `dvc repro` spent about a third of its time there,
-docs/performance.md).
-
-The reading stage checks the folder against the manifest before it reads (`check`), so it still reads exactly
-what it declares: a folder changed behind DVC's back stops the stage with the files that differ instead of being
-read. `dvc repro` itself never gets there, since a changed folder is a changed output of the stage that writes
-it, which then runs again.
+A stage that reads a whole folder that many stages read depends on the folder's manifest, one file, instead of the
+folder: a synthetic world, or a processed caption folder (a vocabulary's, the references, the qualitative examples;
+data/captions.py). DVC then walks each folder once per `dvc repro`, as the output of the stage that writes it,
+instead of once more for each stage that reads it: the image world's 2,004 files were checked 7 times, the
+grounding world's 4,003 3 times, the video world's 605 4 times (a no-op `dvc repro` spent about a third of its time
+there, docs/performance.md); the caption folders were 321 folder dependencies of the captioning stages.
 """
 from __future__ import annotations
 

@@ -46,7 +46,7 @@ def world_file(cfg: Config, path: Path) -> Path:
 
 
 def manifest(folder: Path) -> str:
-    """A world folder's manifest (pipeline/manifests.py): the stage that writes the folder writes it too, and the stages
+    """A folder's manifest (pipeline/manifests.py): the stage that writes the folder writes it too, and the stages
     that read the whole folder depend on it, so that DVC walks the folder once per repro, not once per reader."""
     return str(manifests.path_of(folder))
 
@@ -103,6 +103,6 @@ def model_data(cfg: Config, name: str) -> list:
     vectors = [paths.WORD2VEC if spec.captions else paths.WORD_VECTORS] if model.model_args.get("word_vectors") else []
     if not spec.captions:
         return [*spec.data, *features, *(paths.raw(d) for d in spec.real_data if cfg.profile == "real"), *vectors]
-    corpus = cfg.vocabularies[model.vocabulary].corpus
-    return [paths.vocabulary(model.vocabulary, corpus), paths.corpus(corpus) / "references", paths.examples(corpus),
-            *features, *vectors]
+    corpus = cfg.vocabularies[model.vocabulary].corpus  # each folder by its manifest (data/captions.py writes them)
+    return [manifest(paths.vocabulary(model.vocabulary, corpus)), manifest(paths.corpus(corpus) / "references"),
+            manifest(paths.examples(corpus)), *features, *vectors]

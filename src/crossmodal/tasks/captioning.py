@@ -40,6 +40,7 @@ from ..features.word_vectors import start_embedding
 from ..io import InputError, atomic_path, read_json, write_text
 from ..metrics.captions import cider_only, evaluate_captions, start_meteor, write_results
 from ..models.registry import build_model
+from ..pipeline import manifests
 from ..drawing import caption_panel, save_png
 from .base import Task, on_scale
 from ..task_specs import CAPTIONING
@@ -74,6 +75,8 @@ class CaptionData:
     def __init__(self, cfg: Config, root: Path, vocabulary: str, sets: dict[str, str], splits: tuple[str, ...]):
         self.corpus = corpus = cfg.vocabularies[vocabulary].corpus
         folder = root / paths.vocabulary(vocabulary, corpus)
+        for read in (folder, root / paths.corpus(corpus) / "references"):  # as their manifests, the stage's deps, list
+            manifests.check(read)
         self.files = [folder / "vocab.json", folder / "labels.h5", *(root / paths.features(s) for s in sets.values())]
         self.words = load_vocabulary(folder / "vocab.json")
         self.labels = {split: load_labels(folder / "labels.h5", split) for split in splits}
@@ -177,6 +180,7 @@ def qualitative(cfg, root: Path, predictions: dict[int, str], refs: dict[int, li
     markdown page, and the pictures it embeds, one PNG per item in `folder` (drawing.py: the image with the
     model's and the reference captions; under the real profile, whose images are not downloaded, and for video
     clips, the captions with a note). Returns the page and the PNGs."""
+    manifests.check(root / paths.examples(corpus))  # as its manifest, the stage's dependency, lists it
     examples = read_json(root / paths.examples(corpus) / "examples.json")
     real = cfg.profile == "real"
     data = (REAL_DATA if real else "synthetic image world") if corpus == "images" else \
