@@ -300,12 +300,12 @@ def _param_values_files(spine: dict, papers: dict[str, dict]) -> dict[Path, list
     dependency; returns {values file: key paths}."""
     lists = {}
     for prefix, stages in [(None, spine), *papers.items()]:
-        for name, stage in stages.items():
-            if name in ("code", "params") or "params" not in stage:
+        for name, entry in stages.items():
+            if name in ("code", "params") or "params" not in entry:
                 continue
             path = paths.params_values(name, prefix)
-            lists[path] = stage.pop("params")
-            stage["deps"].insert(0, str(path))
+            lists[path] = entry.pop("params")
+            entry["deps"].insert(0, str(path))
     return lists
 
 

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from crossmodal import cli
-from crossmodal.config.loader import MOVED_KEYS, Config, apply_profile, build, from_data, load
+from crossmodal.config.loader import MOVED_KEYS, apply_profile, build, from_data, load
 from crossmodal.config.training import TrainConfig
 from crossmodal.io import InputError
 

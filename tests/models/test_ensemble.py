@@ -3,7 +3,7 @@ the params.yaml sections that declare reseeded members and ensembles."""
 import pytest
 import torch
 
-from crossmodal.config.loader import Config, build, from_data
+from crossmodal.config.loader import Config, from_data
 from crossmodal.data.inputs import Padded
 from crossmodal.decoding.search import beam_search
 from crossmodal.io import InputError

@@ -12,7 +12,7 @@ import pytest
 import yaml
 from scipy import stats
 
-from crossmodal.config.loader import Config, build, from_data
+from crossmodal.config.loader import Config, from_data
 from crossmodal.io import InputError, write_json
 from crossmodal.reports.claims import (HOLDS, PENDING, RECIPE, REVERSED, SAMPLED_SCST, SEEDS, UNCLEAR, UNTESTABLE,
                                        WORLD, ClaimResult, ClaimsPage, Systems, against_spread, build_claims,

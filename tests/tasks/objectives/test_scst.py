@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from crossmodal.config.loader import Config, build, from_data
+from crossmodal.config.loader import Config, from_data
 from crossmodal.data.inputs import Padded
 from crossmodal.decoding.search import beam_search, greedy_decode
 from crossmodal.io import InputError
