@@ -23,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from .. import paths
 from ..io import InputError, load_yaml
 from ..task_specs import SPECS
 from .compute import ComputeConfig, EvaluationConfig, RuntimeConfig
@@ -31,7 +32,6 @@ from .features import AttributesConfig, BackboneConfig, GridConfig, RegionsConfi
 from .training import EnsembleConfig, PaperConfig, SystemConfig, TrainConfig
 
 PROFILES = ("synthetic", "real")
-PAPERS_DIR = Path(__file__).resolve().parents[1] / "papers"  # a folder with a paper.py per paper (papers/__init__.py)
 PAPER_KEY = "paper"  # a block of paper-scale overrides, applied under `profile: real` (apply_profile)
 MODEL_KEYS = ("model", "vocabulary", "inputs", "model_args", "beam_size")  # an scst system takes these from its `init`
 ENTRY_KINDS = ("systems", "recipes")  # the entries `of` may name; recipes train nothing
@@ -515,7 +515,7 @@ def load(path: str | os.PathLike | None = None) -> Config:
 def paper_names() -> tuple[str, ...]:
     """The papers' params sections: the folders of crossmodal/papers/ that hold a paper.py (found by their files,
     not imported: a paper's package sits above this loader)."""
-    return tuple(sorted(path.parent.name for path in PAPERS_DIR.glob("*/paper.py")))
+    return tuple(sorted(path.parent.name for path in paths.PAPERS.glob("*/paper.py")))
 
 
 def unknown_key(path: str, key: str, allowed: list[str]) -> InputError:

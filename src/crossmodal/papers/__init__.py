@@ -21,9 +21,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-
-
 @dataclass(frozen=True)
 class Paper:
     """A paper's record. `figures(cfg)` returns the figures its own stages (its pipeline.py) draw that the index

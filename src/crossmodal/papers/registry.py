@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import importlib
 
-from . import HERE, Paper
+from ..config.loader import paper_names
+from . import Paper
 
 IMPORTS_EACH = "papers/*/paper.py"  # what `papers()` imports by name: every paper's record (pipeline/closures.py)
 
@@ -16,9 +17,9 @@ IMPORTS_EACH = "papers/*/paper.py"  # what `papers()` imports by name: every pap
 def papers() -> dict[str, Paper]:
     """Every paper's record by name, in the order of the status table (`order`, then name)."""
     found = []
-    for path in sorted(HERE.glob("*/paper.py")):
-        paper = importlib.import_module(f"{__package__}.{path.parent.name}.paper").PAPER
+    for name in paper_names():  # the folders the config loader takes params sections by
+        paper = importlib.import_module(f"{__package__}.{name}.paper").PAPER
         found.append(paper)
-        if paper.name != path.parent.name:
-            raise ValueError(f"{path}: PAPER.name is {paper.name!r}, not its folder's name {path.parent.name!r}")
+        if paper.name != name:
+            raise ValueError(f"papers/{name}/paper.py: PAPER.name is {paper.name!r}, not its folder's name")
     return {p.name: p for p in sorted(found, key=lambda p: (p.order, p.name))}
